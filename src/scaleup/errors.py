@@ -1,0 +1,173 @@
+"""The one error tree of scaleup.
+
+Every error the library raises on purpose is a :class:`ScaleupError`; the CLI turns each into one
+line on stderr and exit code 2 (1 for a schedule that fails verification). Each error carries
+where it happened: ``source`` (a file or flag), ``entry`` (an entry inside it), ``rank``, ``op``.
+
+Hierarchy::
+
+    ScaleupError
+     ├── InputError                  bad input from a user: files, flags, names
+     │    ├── TopologyFileError      a topology TOML file breaks a rule
+     │    ├── UnknownPreset          no preset of that name
+     │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
+     │    ├── SpecFileError          a sweep spec or model file breaks a rule
+     │    └── UsageError             a flag or argument combination that cannot work
+     ├── ScheduleError               a schedule is malformed or incorrect
+     │    ├── UnsupportedCollective  an algorithm cannot express that collective
+     │    ├── CycleError             the dependency graph has a cycle
+     │    ├── UnwrittenReadError     an op reads a chunk nothing has written yet
+     │    ├── RaceError              two unordered writes (or a write and a read) to one chunk
+     │    ├── BoundsError            a chunk lies outside its buffer
+     │    └── PostconditionError     the final buffers are not what the collective promises
+     ├── SimulationError             the simulator cannot time this schedule on this topology
+     │    └── NoRouteError           two ranks that must talk have no path
+     └── ExecutionError              the real runtime failed
+          ├── TransportError         a transport could not be set up or used
+          ├── RankFailed             a worker raised or died
+          └── RankTimeout            a worker waited past its timeout
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BoundsError",
+    "CycleError",
+    "ExecutionError",
+    "InputError",
+    "NoRouteError",
+    "PostconditionError",
+    "RaceError",
+    "RankFailed",
+    "RankTimeout",
+    "ScaleupError",
+    "ScheduleError",
+    "SimulationError",
+    "SpecFileError",
+    "TopologyFileError",
+    "TransportError",
+    "UnknownCatalogEntry",
+    "UnknownPreset",
+    "UnsupportedCollective",
+    "UnwrittenReadError",
+    "UsageError",
+]
+
+
+class ScaleupError(Exception):
+    """Base of every error scaleup raises on purpose.
+
+    Parameters
+    ----------
+    message
+        The rule that was broken, in one sentence.
+    source
+        The file, flag or preset the problem is in, if any.
+    entry
+        The entry inside ``source`` (a device id, a link, a TOML key), if any.
+    rank
+        The rank concerned, if any.
+    op
+        The schedule op concerned (its id), if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        entry: str | None = None,
+        rank: int | None = None,
+        op: int | None = None,
+    ) -> None:
+        self.message = message
+        self.source = source
+        self.entry = entry
+        self.rank = rank
+        self.op = op
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """The error as one line: ``source: entry: message``."""
+        parts = [p for p in (self.source, self.entry) if p]
+        if self.rank is not None and "rank" not in self.message:
+            parts.append(f"rank {self.rank}")
+        if self.op is not None and f"op {self.op}" not in self.message:
+            parts.append(f"op {self.op}")
+        return ": ".join([*parts, self.message])
+
+
+class InputError(ScaleupError):
+    """Bad input from a user: a file, a flag or a name."""
+
+
+class TopologyFileError(InputError):
+    """A topology TOML file breaks a rule of the format."""
+
+
+class UnknownPreset(InputError):
+    """No topology preset of that name."""
+
+
+class UnknownCatalogEntry(InputError):
+    """No accelerator, switch, host, NIC or link technology of that name in the catalog."""
+
+
+class SpecFileError(InputError):
+    """A sweep spec or a model file breaks a rule."""
+
+
+class UsageError(InputError):
+    """A flag or combination of arguments that cannot work."""
+
+
+class ScheduleError(ScaleupError):
+    """A schedule is malformed, or does not implement its collective."""
+
+
+class UnsupportedCollective(ScheduleError):
+    """The algorithm cannot express that collective (or that world size)."""
+
+
+class CycleError(ScheduleError):
+    """The dependencies between ops form a cycle."""
+
+
+class UnwrittenReadError(ScheduleError):
+    """An op reads a chunk that no earlier op (nor the precondition) has written."""
+
+
+class RaceError(ScheduleError):
+    """Two ops touch one chunk, at least one writing, with no order between them."""
+
+
+class BoundsError(ScheduleError):
+    """A chunk lies outside its buffer."""
+
+
+class PostconditionError(ScheduleError):
+    """The buffers after the schedule are not what the collective promises."""
+
+
+class SimulationError(ScaleupError):
+    """The simulator cannot time this schedule on this topology."""
+
+
+class NoRouteError(SimulationError):
+    """Two ranks that exchange data have no path between them."""
+
+
+class ExecutionError(ScaleupError):
+    """The real, multi-process runtime failed."""
+
+
+class TransportError(ExecutionError):
+    """A transport could not be set up or used."""
+
+
+class RankFailed(ExecutionError):
+    """A worker raised an exception or died."""
+
+
+class RankTimeout(ExecutionError):
+    """A worker waited for a peer past its timeout."""
