@@ -1,0 +1,440 @@
+"""Load, validate and look up the hardware catalog (``catalog.toml``, shipped as package data).
+
+The TOML file has five tables, ``links``, ``accelerators``, ``switches``, ``hosts`` and ``nics``,
+each mapping a name to an entry. Every entry carries a ``sources`` table with one string per
+figure (field name -> source, or the reasoning behind a labelled estimate). The file is validated
+with pydantic on load: a missing source, an unknown field, a reference to an unknown link
+technology or a duplicate device name is a :class:`CatalogFileError` naming the entry.
+The packaged catalog is read once (``functools.cache``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from scaleup.errors import InputError, UnknownCatalogEntry
+from scaleup.hardware.devices import AcceleratorSpec, HostSpec, NicSpec
+from scaleup.hardware.links import LinkFamily, LinkScope, LinkTech
+from scaleup.hardware.switches import SwitchSpec
+
+__all__ = [
+    "Catalog",
+    "CatalogFileError",
+    "DeviceKind",
+    "accelerator",
+    "catalog",
+    "device_kind",
+    "device_spec",
+    "host_spec",
+    "link_tech",
+    "load_catalog",
+    "max_links",
+    "nic_spec",
+    "parse_catalog",
+    "switch_chip",
+]
+
+DeviceKind = Literal["accelerator", "switch", "host", "nic"]
+DeviceSpec = AcceleratorSpec | SwitchSpec | HostSpec | NicSpec
+
+_PACKAGED = "catalog.toml"
+
+
+class CatalogFileError(InputError):
+    """The hardware catalog file breaks a rule (a missing source, an unknown field, ...)."""
+
+
+# --------------------------------------------------------------------------- pydantic schema
+class _Entry(BaseModel):
+    """Common rules: no unknown keys; every figure (number or optional number) has a source."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    sources: dict[str, str]
+
+    #: Fields that are figures and therefore need a source (set per subclass).
+    FIGURES: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("sources")
+    @classmethod
+    def _non_empty(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not text.strip():
+                raise ValueError(f"source for {key!r} is empty")
+        return value
+
+    def missing_sources(self) -> list[str]:
+        """Figures set in this entry (other than to their neutral default) without a source."""
+        fields = type(self).model_fields
+        return [
+            f
+            for f in self.FIGURES
+            if f not in self.sources and getattr(self, f) not in (None, fields[f].default)
+        ]
+
+
+class _LinkModel(_Entry):
+    family: LinkFamily
+    scope: LinkScope
+    bandwidth_gb_per_s: float = Field(gt=0)
+    latency_s: float = Field(gt=0, lt=1e-3)
+    encoding_efficiency: float = Field(default=1.0, gt=0, le=1)
+    FIGURES: ClassVar[tuple[str, ...]] = ("bandwidth_gb_per_s", "latency_s", "encoding_efficiency")
+
+
+class _AcceleratorModel(_Entry):
+    vendor: str
+    arch: str
+    hbm_bytes: int = Field(gt=0)
+    hbm_gb_per_s: float = Field(gt=0)
+    link_tech: str | None = None
+    link_count: int = Field(ge=0)
+    host_link_tech: str
+    peak_bf16_tflops: float = Field(gt=0)
+    FIGURES: ClassVar[tuple[str, ...]] = (
+        "hbm_bytes",
+        "hbm_gb_per_s",
+        "link_count",
+        "peak_bf16_tflops",
+    )
+
+
+class _SwitchModel(_Entry):
+    link_tech: str
+    port_count: int = Field(gt=0)
+    latency_s: float = Field(gt=0, lt=1e-3)
+    in_switch_reduction: bool = False
+    reduction_gb_per_s: float | None = Field(default=None, gt=0)
+    FIGURES: ClassVar[tuple[str, ...]] = (
+        "port_count",
+        "latency_s",
+        "in_switch_reduction",
+        "reduction_gb_per_s",
+    )
+
+
+class _HostModel(_Entry):
+    memory_gb_per_s: float = Field(gt=0)
+    socket_link_tech: str
+    latency_s: float = Field(gt=0, lt=1e-3)
+    FIGURES: ClassVar[tuple[str, ...]] = ("memory_gb_per_s", "latency_s")
+
+
+class _NicModel(_Entry):
+    link_tech: str
+    host_link_tech: str
+    latency_s: float = Field(gt=0, lt=1e-3)
+    FIGURES: ClassVar[tuple[str, ...]] = ("latency_s",)
+
+
+class _CatalogModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    links: dict[str, _LinkModel]
+    accelerators: dict[str, _AcceleratorModel]
+    switches: dict[str, _SwitchModel]
+    hosts: dict[str, _HostModel]
+    nics: dict[str, _NicModel]
+
+
+# --------------------------------------------------------------------------- typed catalog
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The whole catalog: name -> spec for each kind (read-only mappings)."""
+
+    accelerators: Mapping[str, AcceleratorSpec]
+    links: Mapping[str, LinkTech]
+    switches: Mapping[str, SwitchSpec]
+    hosts: Mapping[str, HostSpec]
+    nics: Mapping[str, NicSpec]
+
+    def device_names(self) -> list[str]:
+        """Every name a topology device ``type`` may take."""
+        return [*self.accelerators, *self.switches, *self.hosts, *self.nics]
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    entry = ".".join(loc[:2]) if len(loc) >= 2 else ".".join(loc) or "catalog"
+    field = ".".join(loc[2:])
+    msg = err["msg"]
+    return entry, f"{field}: {msg}" if field else msg
+
+
+def _check_references(model: _CatalogModel, source: str) -> None:
+    links = model.links
+
+    def need_link(entry: str, name: str | None, field: str) -> None:
+        if name is not None and name not in links:
+            raise CatalogFileError(
+                f"{field} {name!r} is not a catalog link technology", source=source, entry=entry
+            )
+
+    for table in ("links", "accelerators", "switches", "hosts", "nics"):
+        for name, item in getattr(model, table).items():
+            missing = item.missing_sources()
+            if missing:
+                raise CatalogFileError(
+                    f"no source for {', '.join(missing)}", source=source, entry=f"{table}.{name}"
+                )
+    for name, acc in model.accelerators.items():
+        entry = f"accelerators.{name}"
+        need_link(entry, acc.link_tech, "link_tech")
+        need_link(entry, acc.host_link_tech, "host_link_tech")
+        if (acc.link_tech is None) != (acc.link_count == 0):
+            raise CatalogFileError(
+                "link_count must be 0 exactly when link_tech is absent", source=source, entry=entry
+            )
+    for name, sw in model.switches.items():
+        need_link(f"switches.{name}", sw.link_tech, "link_tech")
+        if sw.reduction_gb_per_s is not None and not sw.in_switch_reduction:
+            raise CatalogFileError(
+                "reduction_gb_per_s given for a switch without in-switch reduction",
+                source=source,
+                entry=f"switches.{name}",
+            )
+    for name, host in model.hosts.items():
+        need_link(f"hosts.{name}", host.socket_link_tech, "socket_link_tech")
+    for name, nic in model.nics.items():
+        need_link(f"nics.{name}", nic.link_tech, "link_tech")
+        need_link(f"nics.{name}", nic.host_link_tech, "host_link_tech")
+    seen: dict[str, str] = {}
+    for table in ("accelerators", "switches", "hosts", "nics"):
+        for name in getattr(model, table):
+            if name in seen:
+                raise CatalogFileError(
+                    f"device name also used in {seen[name]}", source=source, entry=f"{table}.{name}"
+                )
+            seen[name] = table
+
+
+def _freeze(d: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(d))
+
+
+def _build(model: _CatalogModel) -> Catalog:
+    def fields(item: BaseModel) -> dict[str, Any]:
+        data = item.model_dump(exclude={"sources"})
+        data["sources"] = _freeze(item.sources)  # type: ignore[attr-defined]
+        return data
+
+    links = {n: LinkTech(name=n, **fields(m)) for n, m in model.links.items()}
+
+    def acc(name: str, m: _AcceleratorModel) -> AcceleratorSpec:
+        per_link = None if m.link_tech is None else links[m.link_tech].bandwidth_gb_per_s
+        return AcceleratorSpec(name=name, **fields(m), link_gb_per_s=per_link)
+
+    return Catalog(
+        links=MappingProxyType(links),
+        accelerators=MappingProxyType({n: acc(n, m) for n, m in model.accelerators.items()}),
+        switches=MappingProxyType(
+            {n: SwitchSpec(name=n, **fields(m)) for n, m in model.switches.items()}
+        ),
+        hosts=MappingProxyType({n: HostSpec(name=n, **fields(m)) for n, m in model.hosts.items()}),
+        nics=MappingProxyType({n: NicSpec(name=n, **fields(m)) for n, m in model.nics.items()}),
+    )
+
+
+def parse_catalog(text: str, *, source: str = "catalog.toml") -> Catalog:
+    """Parse and validate catalog TOML text.
+
+    Parameters
+    ----------
+    text
+        The TOML document.
+    source
+        Name used in error messages.
+
+    Returns
+    -------
+    Catalog
+
+    Raises
+    ------
+    CatalogFileError
+        Not TOML, or an entry breaks a rule; the message names the entry.
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogFileError(f"not valid TOML: {exc}", source=source) from exc
+    try:
+        model = _CatalogModel.model_validate(raw)
+    except ValidationError as exc:
+        entry, msg = _first_error(exc)
+        raise CatalogFileError(msg, source=source, entry=entry) from exc
+    _check_references(model, source)
+    return _build(model)
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Load and validate a catalog TOML file from ``path`` (the packaged one: :func:`catalog`).
+
+    Raises
+    ------
+    CatalogFileError
+        The file cannot be read, is not TOML, or an entry breaks a rule.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogFileError(f"cannot read: {exc.strerror}", source=str(p)) from exc
+    return parse_catalog(text, source=str(p))
+
+
+@functools.cache
+def catalog() -> Catalog:
+    """The packaged hardware catalog, parsed and validated once.
+
+    Examples
+    --------
+    >>> catalog().links["nvlink4"].bandwidth_gb_per_s
+    25.0
+    """
+    text = resources.files("scaleup.hardware").joinpath(_PACKAGED).read_text(encoding="utf-8")
+    return parse_catalog(text, source=f"scaleup/hardware/{_PACKAGED}")
+
+
+# --------------------------------------------------------------------------- lookups
+def _unknown(what: str, name: str, names: Iterable[str]) -> UnknownCatalogEntry:
+    names = list(names)
+    lowered = {n.lower(): n for n in names}
+    close = [lowered[m] for m in difflib.get_close_matches(name.lower(), lowered, n=3, cutoff=0.5)]
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(names)}"
+    return UnknownCatalogEntry(f"no {what} of that name in the catalog{hint}", entry=name)
+
+
+def _get(table: Mapping[str, Any], what: str, name: str) -> Any:
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise _unknown(what, str(name), table) from None
+
+
+def link_tech(name: str) -> LinkTech:
+    """The link technology called ``name``.
+
+    Examples
+    --------
+    >>> link_tech("nvlink5").bandwidth_gb_per_s
+    50.0
+
+    Raises
+    ------
+    UnknownCatalogEntry
+        No link technology of that name (the message lists close matches).
+    """
+    return _get(catalog().links, "link technology", name)
+
+
+def accelerator(name: str) -> AcceleratorSpec:
+    """The accelerator called ``name``.
+
+    Examples
+    --------
+    >>> accelerator("H100").scaleup_gb_per_s
+    450.0
+    """
+    return _get(catalog().accelerators, "accelerator", name)
+
+
+def switch_chip(name: str) -> SwitchSpec:
+    """The switch chip called ``name``.
+
+    Examples
+    --------
+    >>> switch_chip("nvswitch3").port_count
+    64
+    """
+    return _get(catalog().switches, "switch chip", name)
+
+
+def host_spec(name: str = "host") -> HostSpec:
+    """The host (CPU socket / root complex) called ``name``."""
+    return _get(catalog().hosts, "host", name)
+
+
+def nic_spec(name: str) -> NicSpec:
+    """The NIC called ``name`` (NICs are named by their link technology, e.g. ``"ib-ndr"``)."""
+    return _get(catalog().nics, "NIC", name)
+
+
+def device_kind(type_name: str) -> DeviceKind:
+    """What kind of device a topology ``type`` names.
+
+    Examples
+    --------
+    >>> device_kind("H100"), device_kind("nvswitch3"), device_kind("host"), device_kind("ib-ndr")
+    ('accelerator', 'switch', 'host', 'nic')
+
+    Raises
+    ------
+    UnknownCatalogEntry
+        No device of that name (link technologies are not devices).
+    """
+    cat = catalog()
+    if type_name in cat.accelerators:
+        return "accelerator"
+    if type_name in cat.switches:
+        return "switch"
+    if type_name in cat.hosts:
+        return "host"
+    if type_name in cat.nics:
+        return "nic"
+    raise _unknown("device type", str(type_name), cat.device_names())
+
+
+def device_spec(type_name: str) -> DeviceSpec:
+    """The spec of the device a topology ``type`` names (accelerator, switch, host or NIC)."""
+    kind = device_kind(type_name)
+    cat = catalog()
+    table: Mapping[str, DeviceSpec] = {
+        "accelerator": cat.accelerators,
+        "switch": cat.switches,
+        "host": cat.hosts,
+        "nic": cat.nics,
+    }[kind]
+    return table[type_name]
+
+
+def max_links(type_name: str, tech: str | None = None) -> int | None:
+    """How many links of its fabric a device may have; ``None`` where the catalog sets no bound.
+
+    An accelerator may have ``link_count`` links of its scale-up technology, a switch chip
+    ``port_count`` links of its port technology; hosts and NICs are not bounded. With ``tech``
+    given: for an accelerator, a host-side link (PCIe, C2C) is not bounded (``None``) and a
+    scale-up technology other than its own allows 0; for a switch, any technology of its port
+    family (a PCIe 4 device on a PCIe 5 switch) shares ``port_count`` and any other allows 0.
+
+    Examples
+    --------
+    >>> max_links("H100"), max_links("nvswitch3"), max_links("host")
+    (18, 64, None)
+    >>> max_links("H100", tech="pcie5") is None, max_links("H100", tech="nvlink5")
+    (True, 0)
+    """
+    spec = device_spec(type_name)
+    if isinstance(spec, AcceleratorSpec):
+        if tech is None or tech == spec.link_tech:
+            return spec.link_count
+        # Another scale-up technology cannot attach; host-side links are not bounded here.
+        return 0 if link_tech(tech).scope == "scale-up" else None
+    if isinstance(spec, SwitchSpec):
+        if tech is None or tech == spec.link_tech:
+            return spec.port_count
+        # A switch chip has ports of one family only (a gen5 PCIe switch takes a gen4 device).
+        same = link_tech(tech).family == link_tech(spec.link_tech).family
+        return spec.port_count if same else 0
+    return None
