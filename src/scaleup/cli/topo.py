@@ -1,0 +1,105 @@
+"""``scaleup topo``: list the presets, show a fabric's facts, draw it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scaleup.cli import render
+from scaleup.errors import UsageError
+from scaleup.topology import analysis, list_presets, resolve_topology
+
+__all__ = ["register", "topo_app"]
+
+topo_app = typer.Typer(
+    help="Fabric topologies: presets, files, facts and drawings.", no_args_is_help=True
+)
+
+_TOPOLOGY_ARG = typer.Argument(
+    ..., metavar="NAME|FILE", help="Preset (name[:k=v,...], Nx<preset>) or .toml file."
+)
+
+
+_OUTPUT_OPT = typer.Option(..., "-o", "--output", help="Image file to write (.png, .svg, .pdf).")
+
+
+@topo_app.command("list")
+def list_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List the topology presets, one line each."""
+    presets = list_presets()
+    if json_out:
+        render.print_json([{"name": k, "description": v} for k, v in presets.items()])
+        return
+    render.print_table(
+        ["preset", "description"],
+        list(presets.items()),
+        title="topology presets",
+        right_align=False,
+    )
+
+
+@topo_app.command("show")
+def show_cmd(
+    topology: str = _TOPOLOGY_ARG,
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    pairs: bool = typer.Option(
+        False, "--pairs", help="Also list hops and bottleneck per accelerator pair."
+    ),
+) -> None:
+    """Show a topology's facts: size, bandwidth per accelerator, bisection, uniformity, memory."""
+    t = resolve_topology(topology)
+    facts = analysis.summary(t)
+    table = analysis.pair_table(t) if pairs else None
+    if json_out:
+        render.print_json({**facts, "pairs": table} if pairs else facts)
+        return
+    rows = [
+        ("name", facts["name"]),
+        ("description", facts["description"]),
+        ("accelerators", f"{facts['accelerators']} x {', '.join(facts['accelerator_types'])}"),
+        ("switches / hosts / NICs", f"{facts['switches']} / {facts['hosts']} / {facts['nics']}"),
+        ("servers x ranks per server", f"{facts['nodes']} x {facts['ranks_per_node']}"),
+        ("physical links (channels)", f"{facts['links']} ({facts['channels']})"),
+        ("per-accelerator GB/s (per direction)", f"{facts['per_accelerator_gb_per_s']:.1f}"),
+        (
+            "bisection GB/s (per direction)",
+            f"{facts['bisection_gb_per_s']:.1f}"
+            + ("" if facts["bisection_exact"] else " (structured-cut bound)"),
+        ),
+        ("uniform", "yes" if facts["uniform"] else "no"),
+        ("max hops between accelerators", facts["max_hops"]),
+        ("pooled memory GB", f"{facts['pooled_memory_bytes'] / 1e9:,.0f}"),
+        ("peer access", "yes" if facts["peer_access"] else "no"),
+    ]
+    render.print_table(["property", "value"], rows, title=f"topology {t.name}", right_align=False)
+    if table is not None:
+        render.print_table(
+            ["a", "b", "hops", "bottleneck GB/s"],
+            [(r["a"], r["b"], r["hops"], f"{r['bottleneck_gb_per_s']:.1f}") for r in table],
+            title="accelerator pairs",
+        )
+
+
+@topo_app.command("draw")
+def draw_cmd(
+    topology: str = _TOPOLOGY_ARG,
+    output: Path = _OUTPUT_OPT,
+) -> None:
+    """Draw a topology to an image file (switches and accelerators drawn distinctly)."""
+    from scaleup.topology.draw import draw_topology  # noqa: PLC0415 - matplotlib only when drawing
+
+    t = resolve_topology(topology)
+    figure = draw_topology(t)
+    try:
+        figure.savefig(output, bbox_inches="tight")
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot write the image: {error}", source=str(output)) from None
+    render.console.print(f"wrote {output}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``topo`` command group to the scaleup app."""
+    app.add_typer(topo_app, name="topo")

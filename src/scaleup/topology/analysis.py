@@ -1,0 +1,248 @@
+"""Facts about a fabric, as pure functions over a Topology (NetworkX does the graph work).
+
+Conventions: accelerators are named by id (``"g3"``) or by rank (``3``); bandwidths leave as GB/s
+(1e9 bytes/s) **per direction**; ``hops`` counts physical links traversed (GPU -> NVSwitch -> GPU
+is 2 hops, a direct NVLink 1). Paths may cross any device, including other accelerators (GPU
+forwarding, as NCCL does on DGX-1), hosts and NICs.
+
+Bisection (:func:`bisection_gb_per_s`): the minimum, over balanced bipartitions (A, B) of the
+accelerators (``|A| = n // 2``), of the max-flow from all of A to all of B. Exact (every
+bipartition) when there are at most :data:`EXACT_BISECTION_LIMIT` of them (n <= 12); otherwise an
+**upper bound**: the minimum over structured cuts (rank halves -- servers, boards --, even/odd
+ranks, blocks of 2, 4, 8 ...) and, up to :data:`RANDOM_CUTS_MAX_N` accelerators,
+:data:`RANDOM_CUTS` seeded random bipartitions. Link capacities are symmetric, so one direction's
+flow is computed. On the
+symmetric presets (NVSwitch, NVL72, UALink pods) the structured cuts are the worst ones, so the
+bound is the bisection.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import networkx as nx
+
+from scaleup import hardware
+from scaleup.topology.model import NodeKind, Topology
+
+__all__ = [
+    "EXACT_BISECTION_LIMIT",
+    "RANDOM_CUTS",
+    "RANDOM_CUTS_MAX_N",
+    "bisection",
+    "bisection_gb_per_s",
+    "bottleneck_gb_per_s",
+    "hops",
+    "is_uniform",
+    "max_flow_gb_per_s",
+    "max_hops",
+    "pair_table",
+    "per_accelerator_gb_per_s",
+    "pooled_memory_bytes",
+    "summary",
+]
+
+EXACT_BISECTION_LIMIT = 512  #: balanced bipartitions enumerated at most (C(12, 6) / 2 = 462)
+RANDOM_CUTS = 16  #: seeded random bipartitions added to the structured cuts ...
+RANDOM_CUTS_MAX_N = 128  #: ... up to this many accelerators (beyond, structured cuts only)
+_GB = 1e9
+_CAP = "bandwidth_bytes_per_s"
+_REL = 1e-9  # relative tolerance when comparing bandwidths summed in different orders
+
+
+def _id(t: Topology, acc: str | int) -> str:
+    return t.accelerators[acc].id if isinstance(acc, int) else acc
+
+
+@functools.lru_cache(maxsize=8)
+def _undirected(t: Topology) -> nx.Graph:
+    graph = nx.Graph()
+    graph.add_nodes_from(d.id for d in t.devices)
+    graph.add_edges_from((c.src, c.dst, {_CAP: c.bandwidth_bytes_per_s}) for c in t.channels[::2])
+    return graph
+
+
+@functools.lru_cache(maxsize=8)
+def _widest_tree(t: Topology) -> nx.Graph:
+    # On a maximum spanning tree the path between two nodes is a widest (max-bottleneck) path.
+    return nx.maximum_spanning_tree(_undirected(t), weight=_CAP)
+
+
+@functools.lru_cache(maxsize=8)
+def _hop_rows(t: Topology) -> tuple[tuple[int, ...], ...]:
+    graph = _undirected(t)
+    ids = [d.id for d in t.accelerators]
+    rows = []
+    for a in ids:
+        length = nx.single_source_shortest_path_length(graph, a)
+        rows.append(tuple(length[b] for b in ids))
+    return tuple(rows)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bottleneck_row(t: Topology, rank: int) -> tuple[float, ...]:
+    tree = _widest_tree(t)
+    src = t.accelerators[rank].id
+    width = {src: math.inf}
+    for u, v in nx.bfs_edges(tree, src):
+        width[v] = min(width[u], tree.edges[u, v][_CAP])
+    return tuple(width[d.id] / _GB for d in t.accelerators)
+
+
+def _bottleneck_rows(t: Topology) -> tuple[tuple[float, ...], ...]:
+    return tuple(_bottleneck_row(t, r) for r in range(len(t.accelerators)))
+
+
+def hops(t: Topology, a: str | int, b: str | int) -> int:
+    """Links on a shortest path between two accelerators (ids or ranks)."""
+    return int(nx.shortest_path_length(_undirected(t), _id(t, a), _id(t, b)))
+
+
+def bottleneck_gb_per_s(t: Topology, a: str | int, b: str | int) -> float:
+    """Bandwidth of the widest single path between two accelerators, GB/s per direction."""
+    return _bottleneck_row(t, t.rank(_id(t, a)))[t.rank(_id(t, b))]
+
+
+def pair_table(t: Topology) -> list[dict[str, Any]]:
+    """Hop count and bottleneck for every accelerator pair ``a < b`` (rank order)."""
+    ids = [d.id for d in t.accelerators]
+    hop, width = _hop_rows(t), _bottleneck_rows(t)
+    return [
+        {"a": ids[i], "b": ids[j], "hops": hop[i][j], "bottleneck_gb_per_s": width[i][j]}
+        for i, j in itertools.combinations(range(len(ids)), 2)
+    ]
+
+
+def max_flow_gb_per_s(t: Topology, a: str | int, b: str | int) -> float:
+    """Max-flow bandwidth from accelerator ``a`` to ``b`` over all paths, GB/s per direction."""
+    graph = t.to_networkx()
+    value = nx.maximum_flow_value(graph, _id(t, a), _id(t, b), capacity=_CAP, flow_func=_FLOW)
+    return float(value) / _GB
+
+
+_FLOW = nx.algorithms.flow.shortest_augmenting_path
+
+
+def _set_flow(graph: nx.DiGraph, side_a: list[str], side_b: list[str]) -> float:
+    flow = nx.DiGraph(graph)
+    flow.add_edges_from(("\0src", a) for a in side_a)  # no capacity attribute = unbounded
+    flow.add_edges_from((b, "\0dst") for b in side_b)
+    return float(nx.maximum_flow_value(flow, "\0src", "\0dst", capacity=_CAP, flow_func=_FLOW))
+
+
+def _structured_cuts(n: int) -> list[list[int]]:
+    half = n // 2
+    cuts = [list(range(half))]
+    block = 1
+    while block < half:
+        side = [r for r in range(n) if (r // block) % 2 == 0][:half]
+        if len(side) == half and side not in cuts:
+            cuts.append(side)
+        block *= 2
+    if n <= RANDOM_CUTS_MAX_N:
+        rng = random.Random(n)  # seeded: the same topology always gets the same cuts
+        cuts += [sorted(rng.sample(range(n), half)) for _ in range(RANDOM_CUTS)]
+    return cuts
+
+
+@functools.lru_cache(maxsize=8)
+def bisection(t: Topology) -> tuple[float, bool]:
+    """``(bisection GB/s per direction, exact?)``; see the module docstring for the method."""
+    ids = [d.id for d in t.accelerators]
+    n = len(ids)
+    if n < 2:
+        return 0.0, True
+    graph, half = t.to_networkx(), n // 2
+    n_parts = math.comb(n, half) // (2 if n % 2 == 0 else 1)
+    exact = n_parts <= EXACT_BISECTION_LIMIT
+    parts: Iterator[list[int]]
+    if exact:
+        # Fix rank 0 on side A when the halves are equal, so each bipartition is seen once.
+        parts = (
+            ([0, *rest] for rest in itertools.combinations(range(1, n), half - 1))
+            if n % 2 == 0
+            else (list(c) for c in itertools.combinations(range(n), half))
+        )
+    else:
+        parts = iter(_structured_cuts(n))
+    best = math.inf
+    side: list[int]
+    for side in parts:
+        chosen = set(side)
+        a_ids = [ids[r] for r in side]
+        b_ids = [ids[r] for r in range(n) if r not in chosen]
+        best = min(best, _set_flow(graph, a_ids, b_ids))  # symmetric capacities: B->A is the same
+    return best / _GB, exact
+
+
+def bisection_gb_per_s(t: Topology) -> float:
+    """Bisection bandwidth, GB/s per direction (exact for n <= 12, else a structured-cut bound)."""
+    return bisection(t)[0]
+
+
+def is_uniform(t: Topology) -> bool:
+    """Whether every accelerator pair is equidistant (hops) at equal bottleneck bandwidth."""
+    n = len(t.accelerators)
+    if n < 2:
+        return True
+    hop = _hop_rows(t)
+    h0 = hop[0][1]
+    if any(hop[i][j] != h0 for i, j in itertools.combinations(range(n), 2)):
+        return False
+    width = _bottleneck_rows(t)
+    w0 = width[0][1]
+    return all(
+        math.isclose(width[i][j], w0, rel_tol=_REL) for i, j in itertools.combinations(range(n), 2)
+    )
+
+
+def max_hops(t: Topology) -> int:
+    """The largest hop count between two accelerators."""
+    return max((max(row) for row in _hop_rows(t)), default=0)
+
+
+def per_accelerator_gb_per_s(t: Topology) -> float:
+    """Scale-up bandwidth of one accelerator, GB/s per direction: the sum of its channels out,
+    leaving out those to hosts and NICs; the minimum over accelerators."""
+    out = dict.fromkeys((d.id for d in t.accelerators), 0.0)
+    kind = {d.id: d.kind for d in t.devices}
+    for c in t.channels:
+        if c.src in out and kind[c.dst] not in (NodeKind.HOST, NodeKind.NIC):
+            out[c.src] += c.bandwidth_bytes_per_s
+    return min(out.values()) / _GB
+
+
+def pooled_memory_bytes(t: Topology) -> int:
+    """Sum of the accelerators' HBM capacity, bytes."""
+    return sum(int(hardware.accelerator(d.type).hbm_bytes) for d in t.accelerators)
+
+
+def summary(t: Topology) -> dict[str, Any]:
+    """The facts ``scaleup topo show --json`` prints."""
+    bisect, exact = bisection(t)
+    types = sorted({d.type for d in t.accelerators})
+    return {
+        "name": t.name,
+        "description": t.description,
+        "accelerator_types": types,
+        "accelerators": len(t.accelerators),
+        "switches": len(t.switches),
+        "hosts": len(t.hosts),
+        "nics": len(t.nics),
+        "nodes": len(t.nodes),
+        "ranks_per_node": t.ranks_per_node,
+        "links": sum(x.count for x in t.links),
+        "channels": len(t.channels),
+        "peer_access": t.peer_access,
+        "per_accelerator_gb_per_s": per_accelerator_gb_per_s(t),
+        "bisection_gb_per_s": bisect,
+        "bisection_exact": exact,
+        "uniform": is_uniform(t),
+        "max_hops": max_hops(t),
+        "pooled_memory_bytes": pooled_memory_bytes(t),
+    }

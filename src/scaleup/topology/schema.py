@@ -1,0 +1,63 @@
+"""The topology TOML file, as pydantic models (shape and types only; the rules that need the
+catalog or the whole graph live in :mod:`scaleup.topology.model`).
+
+File format (DESIGN.md), with the optional keys scaleup adds::
+
+    name = "two-h100"
+    description = "..."        # optional, free text
+    peer_access = true         # optional (default true); false = no P2P load/store (--no-p2p)
+
+    [[devices]]
+    id = "g0"
+    type = "H100"              # a catalog accelerator, switch chip, "host" or a NIC
+    node = 0                   # optional (default 0): server index in a multi-node topology
+
+    [[links]]
+    a = "g0"
+    b = "g1"
+    tech = "nvlink4"           # a catalog link technology
+    count = 18                 # optional (default 1): parallel links, merged into one channel
+    bandwidth_gb_per_s = 25.0  # optional: per-link, per-direction override of the catalog
+
+Unknown keys are errors (``extra="forbid"``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+__all__ = ["DeviceEntry", "LinkEntry", "TopologyFile"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeviceEntry(_Strict):
+    """One ``[[devices]]`` table."""
+
+    id: StrictStr = Field(min_length=1)
+    type: StrictStr = Field(min_length=1)
+    node: StrictInt = Field(default=0, ge=0)
+
+
+class LinkEntry(_Strict):
+    """One ``[[links]]`` table."""
+
+    a: StrictStr = Field(min_length=1)
+    b: StrictStr = Field(min_length=1)
+    tech: StrictStr = Field(min_length=1)
+    count: StrictInt = Field(default=1, gt=0)
+    bandwidth_gb_per_s: StrictFloat | StrictInt | None = Field(
+        default=None, gt=0, allow_inf_nan=False
+    )
+
+
+class TopologyFile(_Strict):
+    """The whole file."""
+
+    name: StrictStr = Field(min_length=1)
+    description: StrictStr = ""
+    peer_access: StrictBool = True
+    devices: list[DeviceEntry] = Field(min_length=1)
+    links: list[LinkEntry] = Field(default_factory=list)
