@@ -1,0 +1,266 @@
+"""``scaleup plan``: does a model fit on a fabric, and what does a training step cost there?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from scaleup.cli import render
+from scaleup.errors import UsageError
+from scaleup.topology import resolve_topology
+from scaleup.units import GB, parse_size
+from scaleup.workload.config import ParallelConfig, Precision
+from scaleup.workload.plan import PlanResult, SweepRow, plan, sweep_tp
+from scaleup.workload.step import DEFAULT_COMPUTE_EFFICIENCY
+
+__all__ = ["plan_cmd", "register"]
+
+
+def _gb(n_bytes: float) -> str:
+    return f"{n_bytes / GB:,.2f}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.2f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _print_plan(r: PlanResult) -> None:
+    cfg, mem, step = r.config, r.memory, r.step
+    render.console.print(
+        f"[bold]{r.model.name}[/] ({r.model.params / 1e9:,.2f}B params"
+        + (f", {r.model.active_params / 1e9:,.2f}B active" if r.model.is_moe else "")
+        + f") on [bold]{r.topology}[/] ({r.n_available} x {r.accelerator}, "
+        f"domain {r.domain_size}): TP {cfg.tp} PP {cfg.pp} DP {cfg.dp} EP {cfg.ep} "
+        f"ZeRO {cfg.zero}, SP {'on' if cfg.sp else 'off'}, recompute {cfg.recompute}, "
+        f"seq {cfg.seq_len(r.model)}, mbs {cfg.mbs}, gbs {cfg.global_batch} "
+        f"({cfg.microbatches} micro-batches), {cfg.n_devices} devices"
+    )
+    total = mem.total_bytes
+    rows = [
+        (name, _gb(value), _pct(value / total) if total else "")
+        for name, value in (
+            ("weights", mem.params_bytes),
+            ("gradients", mem.grads_bytes),
+            ("optimizer state", mem.optimizer_bytes),
+            ("activations", mem.activations_bytes),
+            ("reserved", mem.reserved_bytes),
+        )
+    ]
+    rows += [
+        ("total", _gb(total), ""),
+        ("HBM per device", _gb(mem.hbm_bytes), ""),
+        ("headroom" if mem.fits else "SHORTFALL", _gb(abs(mem.headroom_bytes)), ""),
+    ]
+    render.print_table(
+        ["component", "GB", "share"],
+        rows,
+        title=f"memory per device (stage {mem.stage}, {mem.params_per_device / 1e9:,.2f}B params)",
+    )
+    step_s = step.step_time_s
+    srows = [
+        ("compute (incl. recompute)", _ms(step.compute_s), "", _pct(step.compute_s / step_s)),
+        ("pipeline bubble", _ms(step.bubble_s), "", _pct(step.bubble_s / step_s)),
+    ]
+    for kind in ("tp", "ep", "pp", "dp"):
+        if step.comm_s[kind] > 0:
+            srows.append(
+                (
+                    f"{kind.upper()} communication",
+                    _ms(step.exposed_s[kind]),
+                    _ms(step.comm_s[kind]),
+                    _pct(step.exposed_s[kind] / step_s),
+                )
+            )
+    srows.append(("step", _ms(step_s), "", "100.0%"))
+    render.print_table(
+        ["component", "exposed ms", "simulated ms", "share of step"],
+        srows,
+        title=f"step time (stage {step.stage}, overlap {step.overlap}, "
+        f"compute at {step.compute_efficiency:.0%} of {step.peak_flops / 1e12:,.0f} TFLOP/s)",
+    )
+    crows = [
+        (
+            t.call.kind,
+            t.call.collective,
+            f"{t.call.nbytes / 1e6:,.1f}",
+            len(t.call.ranks),
+            t.call.count,
+            f"{t.time_s * 1e6:,.1f}",
+            _ms(t.total_s),
+        )
+        for t in step.calls
+    ]
+    if crows:
+        render.print_table(
+            ["kind", "collective", "MB", "ranks", "calls", "us each", "ms total"],
+            crows,
+            title="collectives per step (simulated)",
+        )
+    render.console.print(
+        f"exposed communication {_pct(step.exposed_share)} of the step; "
+        f"{step.tokens_per_s:,.0f} tokens/s; MFU {_pct(step.mfu)}"
+    )
+    render.console.print(("[green]" if mem.fits else "[red]") + r.verdict + "[/]")
+
+
+def _sweep_table(series: dict[str, list[SweepRow]]) -> None:
+    """One row per TP; one group of columns per topology (A, B, ... named in the title)."""
+    names = list(series)
+    tags = [chr(ord("A") + i) if len(names) > 1 else "" for i in range(len(names))]
+    columns = ["tp"]
+    for tag in tags:
+        prefix = f"{tag} " if tag else ""
+        columns += [
+            f"{prefix}dp",
+            f"{prefix}GB/dev",
+            f"{prefix}fits",
+            f"{prefix}step s",
+            f"{prefix}exposed",
+            f"{prefix}MFU",
+        ]
+    tps = sorted({row.tp for rows in series.values() for row in rows})
+    table = []
+    for tp in tps:
+        line: list[Any] = [tp]
+        for name in names:
+            row = next((r for r in series[name] if r.tp == tp), None)
+            if row is None or row.result is None:
+                line += ["-", "-", "skip", "-", "-", "-"]
+                continue
+            r = row.result
+            line += [
+                r.config.dp,
+                f"{r.memory.total_bytes / GB:,.1f}",
+                "yes" if r.fits else "NO",
+                f"{r.step.step_time_s:,.3f}",
+                _pct(r.step.exposed_share),
+                _pct(r.step.mfu),
+            ]
+        table.append(line)
+    legend = (
+        ", ".join(f"{tag} = {name}" for tag, name in zip(tags, names, strict=True))
+        if len(names) > 1
+        else names[0]
+    )
+    render.print_table(
+        columns, table, title=f"TP sweep on {legend} (devices held: dp = n // (tp*pp))"
+    )
+    for name in names:
+        for row in series[name]:
+            if row.skipped:
+                render.console.print(f"{name}: tp {row.tp} skipped: {row.skipped}")
+
+
+_MODEL_FILE_OPTION = typer.Option(
+    None, "--model-file", help="Your own models (TOML, same form as the catalog)."
+)
+_PLOT_OPTION = typer.Option(
+    None, "--plot", help="Write a plot (PNG, ...) of the breakdown or sweep."
+)
+
+
+def plan_cmd(
+    model: str = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="Catalog model or alias (llama-70b, gpt-3-175b, mixtral-8x7b...).",
+    ),
+    topology: str = typer.Option(
+        "dgx-h100", "--topology", "-t", help="Preset, Nx<preset> or file; a,b for side by side."
+    ),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
+    dp: int | None = typer.Option(
+        None, "--dp", help="Data-parallel size (default: fill the topology)."
+    ),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP)."),
+    zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (shards over DP)."),
+    sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism with TP."),
+    recompute: str = typer.Option("selective", "--recompute", help="none | selective | full."),
+    seq: int | None = typer.Option(None, "--seq", help="Sequence length (default: the model's)."),
+    mbs: int = typer.Option(1, "--mbs", help="Micro-batch size (sequences)."),
+    gbs: int | None = typer.Option(
+        None, "--gbs", help="Global batch (sequences) (default: mbs*dp; x 4pp with PP)."
+    ),
+    vpp: int = typer.Option(1, "--vpp", help="Interleaved (virtual) pipeline stages per device."),
+    grad_bytes: int = typer.Option(
+        2, "--grad-bytes", help="Bytes per gradient: 2 (bf16, 16 B/param) or 4 (fp32)."
+    ),
+    compute_efficiency: float = typer.Option(
+        DEFAULT_COMPUTE_EFFICIENCY,
+        "--compute-efficiency",
+        help="Fraction of dense BF16 peak the kernels sustain.",
+    ),
+    overlap: str = typer.Option(
+        "dp", "--overlap", help="none | dp (DP grads under backward) | all."
+    ),
+    reserve: str = typer.Option("0", "--reserve", help="Memory reserved per device (e.g. 4G)."),
+    model_file: Path | None = _MODEL_FILE_OPTION,
+    sweep: bool = typer.Option(
+        False, "--sweep-tp", help="Table over TP = 1, 2, 4, ... up to the domain."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    plot: Path | None = _PLOT_OPTION,
+) -> None:
+    """Memory per device and training-step time of a model on a fabric (communication simulated)."""
+    if grad_bytes not in (2, 4):
+        raise UsageError(f"must be 2 or 4, got {grad_bytes}", source="--grad-bytes")
+    names = [n.strip() for n in topology.split(",") if n.strip()]
+    if not names:
+        raise UsageError("no topology given", source="--topology")
+    kwargs: dict[str, Any] = dict(
+        compute_efficiency=compute_efficiency,
+        overlap=overlap,
+        reserved_bytes=float(parse_size(reserve, source="--reserve")),
+        model_file=model_file,
+    )
+    results: dict[str, Any] = {}
+    for name in names:
+        topo = resolve_topology(name)
+        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // (tp * pp))
+        cfg = ParallelConfig(
+            tp=tp,
+            pp=pp,
+            dp=n_dp,
+            ep=ep,
+            zero=zero,
+            sp=sp,
+            recompute=recompute,  # type: ignore[arg-type]
+            mbs=mbs,
+            gbs=gbs,
+            seq=seq,
+            vpp=vpp,
+            precision=Precision(grad_bytes=grad_bytes),
+        )
+        results[name] = (
+            sweep_tp(model, topo, cfg, **kwargs) if sweep else plan(model, topo, cfg, **kwargs)
+        )
+    if plot is not None:
+        from scaleup.cli.plan_plot import plot_plans, plot_sweep  # matplotlib only when plotting
+
+        written = plot_sweep(results, plot) if sweep else plot_plans(results, plot)
+    if json_out:
+        if sweep:
+            render.print_json({name: [r.to_dict() for r in rows] for name, rows in results.items()})
+        else:
+            render.print_json(results[names[0]] if len(names) == 1 else list(results.values()))
+        return
+    if sweep:
+        _sweep_table(results)
+    else:
+        for r in results.values():
+            _print_plan(r)
+    if plot is not None:
+        render.console.print(f"wrote {written}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``plan`` command to the scaleup app."""
+    app.command("plan")(plan_cmd)

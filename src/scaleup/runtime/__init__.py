@@ -1,0 +1,67 @@
+"""The memory-semantic runtime: real collectives across processes over shared memory.
+
+Workers are processes; each one's "device memory" is a shared-memory segment every peer maps, so
+collectives run by direct loads and stores (the ``shm`` transport), executing the same Schedules
+the simulator times. ``pipe`` does the same by message passing (the degraded case), ``local`` is
+an in-process mock with threads, ``mpi`` uses MPI-3 one-sided windows under ``mpiexec``.
+See ``docs/runtime.md``.
+"""
+
+from __future__ import annotations
+
+from scaleup.runtime.api import (
+    ReduceOp,
+    Work,
+    all_gather,
+    all_reduce,
+    all_to_all,
+    alloc,
+    atomic_fetch_add,
+    barrier,
+    broadcast,
+    fence,
+    free,
+    get,
+    get_buffer,
+    group,
+    init,
+    is_initialized,
+    put,
+    quiet,
+    rank,
+    reduce,
+    reduce_scatter,
+    shutdown,
+    world_size,
+)
+from scaleup.runtime.group import ProcessGroup
+from scaleup.runtime.launch import launch, run_script
+
+__all__ = [
+    "ProcessGroup",
+    "ReduceOp",
+    "Work",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "alloc",
+    "atomic_fetch_add",
+    "barrier",
+    "broadcast",
+    "fence",
+    "free",
+    "get",
+    "get_buffer",
+    "group",
+    "init",
+    "is_initialized",
+    "launch",
+    "put",
+    "quiet",
+    "rank",
+    "reduce",
+    "reduce_scatter",
+    "run_script",
+    "shutdown",
+    "world_size",
+]
