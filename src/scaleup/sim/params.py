@@ -1,0 +1,176 @@
+"""Every parameter of the simulator's cost model, each with its reason and its source.
+
+The model is physical: a transfer's time is latency (per op, per hop, per protocol step) plus
+bytes over a max-min fair share of the channels it crosses, where each channel's capacity is the
+catalog's raw link rate times the efficiencies below. Nothing here is fitted to a measured row of
+the calibration set; where a figure is an estimate the comment says so. docs/models.md explains
+each parameter at length.
+
+Sources quoted as "NCCL" are NVIDIA/nccl @5067397c (src/graph/topo.h, tuning.cc, search.cc), as
+summarised in the project's prior-art survey §4.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+__all__ = [
+    "ARCH_ALIASES",
+    "CTA_BYTES_PER_S",
+    "FORWARD_HBM_ACCESSES",
+    "HBM_EFFICIENCY",
+    "HOST_MEMORY_EFFICIENCY",
+    "HOST_STAGED_ACCESSES",
+    "HOST_STAGING_LATENCY_S",
+    "LAUNCH_LATENCY_S",
+    "LINK_EFFICIENCY",
+    "LOCAL_COPY_HBM_ACCESSES",
+    "MAX_ECMP_FANOUT",
+    "NVLS_EFFICIENCY",
+    "NVLS_RESULT_VIA_ISSUER",
+    "PAYLOAD_EFFICIENCY",
+    "PCIE_DLLP_EFFICIENCY",
+    "PCIE_TLP_EFFICIENCY",
+    "REDUCE_HBM_ACCESSES",
+    "STEP_LATENCY_S",
+    "SWITCH_STEP_LATENCY_S",
+    "VIRTUAL_HOST_SOCKETS",
+]
+
+# ---------------------------------------------------------------------------- link efficiency
+#: Fraction of a link's raw per-direction rate that carries payload, per link technology (on top
+#: of the catalog's ``encoding_efficiency``, which covers line coding such as 128b/130b).
+#:
+#: NVLink: NCCL's own per-link model (topo.h) is SM60 18.0, SM70 20.0, SM80 20.0, SM90 20.6,
+#: SM100 40.1 GB/s per link against raw rates of 20/25/25/25/50 GB/s. The gap is NVLink's packet
+#: format (a header flit and byte-enable/CRC overhead per request, 16-byte flits carrying up to
+#: 256 B of data, plus response/credit traffic in the reverse direction) and what one GPU's copy
+#: engines/SMs sustain; the NCCL maintainer puts it as "450 GB/s is the line rate. With the
+#: protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of 370 GB/s"
+#: (NVIDIA/nccl-tests #212). 18 x 20.6 = 370.8 GB/s is the measured 8xH100 ring ceiling
+#: (365-370 GB/s busbw, NVIDIA/nccl #1455, #2140).
+#:
+#: PCIe: see :data:`PCIE_TLP_EFFICIENCY` x :data:`PCIE_DLLP_EFFICIENCY`.
+#:
+#: xGMI: ESTIMATE. AMD publishes no payload efficiency; Infinity Fabric carries 64 B requests in
+#: flits with headers and CRC much like NVLink; taken at NVLink's ~0.8 less AMD's
+#: larger response share: 0.75. (MI300X rccl-tests reach ~315 GB/s busbw on 7 x 64 GB/s.)
+#:
+#: UALink: 1.0 here because the catalog's ``encoding_efficiency`` already holds the consortium's
+#: "93% effective peak bandwidth" (flit/protocol efficiency of the 200G data rate).
+#:
+#: InfiniBand / Ethernet: NCCL reaches 46-48 GB/s per 400G (50 GB/s) NIC (NVIDIA/nccl-tests
+#: #290, #267): 0.95 (transport headers, 4 KiB MTU).
+LINK_EFFICIENCY: Final = MappingProxyType({
+    "nvlink1": 18.0 / 20.0,
+    "nvlink2": 20.0 / 25.0,
+    "nvlink3": 20.0 / 25.0,
+    "nvlink4": 20.6 / 25.0,
+    "nvlink5": 40.1 / 50.0,
+    "c2c": 20.6 / 25.0,  # NVLink-C2C uses NVLink-style packets; NVLink4 ratio (ESTIMATE)
+    "xgmi": 0.75,
+    "ualink": 1.0,
+    "infiniband": 0.95,
+    "ethernet": 0.95,
+    "socket": 0.8,  # UPI/xGMI socket link: ESTIMATE, coherent-fabric flit overhead like xGMI
+})
+
+#: PCIe TLP payload efficiency: 256 B max payload per TLP against ~24 B of TLP header (12-16 B),
+#: sequence number, LCRC and framing: 256 / (256 + 24) = 0.914 (PCI-SIG base spec layout).
+PCIE_TLP_EFFICIENCY: Final = 256.0 / (256.0 + 24.0)
+#: PCIe data-link overhead: ACK/NAK and flow-control DLLPs and, for DMA reads, the read-request
+#: TLPs flowing the other way take ~8% (ESTIMATE). With 128b/130b and the TLP factor it gives
+#: 0.985 x 0.914 x 0.92 = 0.83 of raw, matching measured host links: H200 H2D 52 of 64 GB/s
+#: (Azure ND H200 v5 nvbandwidth), A100 H2D 26.3 of 32 GB/s (Azure ND A100 v4).
+PCIE_DLLP_EFFICIENCY: Final = 0.92
+
+# ---------------------------------------------------------------------------- memories
+#: Achievable fraction of peak HBM bandwidth for streaming copies: STREAM-like Copy 4.01 TB/s of
+#: 4.8 TB/s on H200 (Azure ND H200 v5 results) = 0.835; A100 1.61 of 2.04 TB/s = 0.79. 0.83.
+HBM_EFFICIENCY: Final = 0.83
+#: Achievable fraction of a host socket's DDR peak for streaming: ESTIMATE 0.8 (STREAM on DDR5
+#: servers typically reaches 75-85% of the channel rate).
+HOST_MEMORY_EFFICIENCY: Final = 0.8
+#: HBM accesses per byte of a reduction at the reducing device: it reads two operands (the
+#: incoming data and its own) and writes one result. (The incoming stream is consumed from the
+#: receive FIFO, assumed L2-resident at NCCL's chunk sizes, so it is not counted as a 4th access.)
+REDUCE_HBM_ACCESSES: Final = 3.0
+#: HBM accesses per byte of a local copy (read + write on the same device).
+LOCAL_COPY_HBM_ACCESSES: Final = 2.0
+#: HBM accesses per byte an intermediate accelerator forwards on a mesh (DGX-1: NVLink does not
+#: route through a GPU, so the data is stored then re-sent: one write, one read).
+FORWARD_HBM_ACCESSES: Final = 2.0
+#: Host-memory accesses per staged byte: the device->host copy writes it, the host->device copy
+#: reads it (the degraded, no-peer-access path).
+HOST_STAGED_ACCESSES: Final = 2.0
+
+# ---------------------------------------------------------------------------- protocols
+#: Payload bytes per byte stored on the wire, per NCCL protocol. LL: every 8-byte store carries
+#: 4 bytes of data and a 4-byte flag (0.5). LL128: each 128-byte line carries 120 bytes of data
+#: and 8 of flags (120/128). Simple: data moves in bulk and a separate flag per chunk (~1.0).
+PAYLOAD_EFFICIENCY: Final = MappingProxyType({"simple": 1.0, "ll": 0.5, "ll128": 120.0 / 128.0})
+
+#: Per-collective launch and setup latency (kernel launch, channel setup, first synchronisation),
+#: seconds, per protocol: NCCL tuning.cc baseLatencies for Ring {LL 6.6, LL128 14.0, Simple 8.4} us.
+LAUNCH_LATENCY_S: Final = MappingProxyType({"ll": 6.6e-6, "ll128": 14.0e-6, "simple": 8.4e-6})
+
+#: Per-step synchronisation latency (the receiver's flag poll and the sender's wait for buffer
+#: credit, one per op along a dependency chain), seconds, per link class and protocol: NCCL
+#: tuning.cc hwLatencies for Ring, NVLINK {LL 0.6, LL128 1.9, Simple 3.4} us, PCI {1.0, 2.5, 5.7},
+#: NET {2.7, 4.0, 14.0}. Scale-up links other than NVLink (xGMI, UALink, C2C) use the NVLINK row.
+#: The route's own hardware latency (links, switches) is added on top; NCCL's figures include
+#: the ~0.4 us of an NVSwitch path, so small messages may be ~0.4 us per step pessimistic.
+STEP_LATENCY_S: Final = MappingProxyType({
+    "nvlink": MappingProxyType({"ll": 0.6e-6, "ll128": 1.9e-6, "simple": 3.4e-6}),
+    "pci": MappingProxyType({"ll": 1.0e-6, "ll128": 2.5e-6, "simple": 5.7e-6}),
+    "net": MappingProxyType({"ll": 2.7e-6, "ll128": 4.0e-6, "simple": 14.0e-6}),
+    "local": MappingProxyType({"ll": 0.0, "ll128": 0.0, "simple": 0.0}),
+})
+#: Latency of one in-switch reduction op (NVLS: multimem.ld_reduce then multimem.st, both round
+#: trips through the switch plus the group synchronisation): NCCL tuning.cc hwLatencies NVLS
+#: Simple = 25 us (NVLS is Simple-only).
+SWITCH_STEP_LATENCY_S: Final = 25.0e-6
+#: Extra latency of a host-staged transfer (device->host copy, flag in host memory, host->device
+#: copy): ESTIMATE 1 us, a host-memory round trip plus a PCIe posted write and a read.
+HOST_STAGING_LATENCY_S: Final = 1.0e-6
+
+#: Most payload one NCCL channel (one thread block on one SM) moves per second, by GPU
+#: architecture and protocol. Simple: the highest per-channel speed NCCL's ring search tries
+#: (search.cc sm90SpeedArrayIntra[0] = 60, sm100SpeedArrayIntra[0] = 90, speedArrayIntra[0] = 40
+#: GB/s for older parts). LL128: tuning.cc perChMaxRingLL128Bws (Volta/Ampere 20, Hopper 36.7,
+#: Blackwell 40 GB/s). LL: half the Simple figure, because half of every store is a flag. The
+#: cap is a per-(rank, channel) constraint shared by the ops a channel runs at once.
+CTA_BYTES_PER_S: Final = MappingProxyType({
+    "default": MappingProxyType({"simple": 40e9, "ll128": 20e9, "ll": 20e9}),
+    "hopper": MappingProxyType({"simple": 60e9, "ll128": 36.7e9, "ll": 30e9}),
+    "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
+})
+#: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S`/:data:`NVLS_EFFICIENCY`.
+ARCH_ALIASES: Final = MappingProxyType({"hopper": "hopper", "blackwell": "blackwell"})
+
+# ---------------------------------------------------------------------------- in-switch reduction
+#: Fraction of link bandwidth an in-switch reduction (NVLS) sustains: multimem.ld_reduce is a
+#: read (request out, reduced response back) and the switch's reduction engines and multicast
+#: replication do not keep the links full. NCCL tuning.cc nvlsEfficiency: Hopper 0.85,
+#: Blackwell 0.74 (0 before Hopper: no NVLS). Applied as 1/efficiency bytes of link capacity per
+#: byte of a switch_reduce.
+NVLS_EFFICIENCY: Final = MappingProxyType({"hopper": 0.85, "blackwell": 0.74, "default": 0.85})
+#: Hopper/Blackwell NVLS semantics: the reduced result returns to the issuing GPU (multimem
+#: .ld_reduce), which multicasts it (multimem.st); the switch does not forward a reduction into a
+#: multicast by itself. So a switch_reduce of c bytes by N sources into M destinations moves
+#: c up each source link, c down and c back up the issuer's link, and c down each destination
+#: link. For an all_reduce of S bytes over N ranks each GPU link carries S(1 + 1/N) per direction
+#: instead of the ring's 2S(N-1)/N, which is why NVLS busbw exceeds the link rate.
+NVLS_RESULT_VIA_ISSUER: Final = True
+
+# ---------------------------------------------------------------------------- routing
+#: Most next hops a multipath route spreads over at one node (by bandwidth, then channel order).
+#: Splitting at each hop in proportion to channel bandwidth (NVLink sprays over all links, switch
+#: ECMP/adaptive routing over equal uplinks) needs no path enumeration; the cap only bounds the
+#: coefficient count in very wide Clos planes (1024-accelerator UALink pods).
+MAX_ECMP_FANOUT: Final = 64
+#: When a topology has no host device but the host path is needed (``--no-p2p`` on a preset
+#: without hosts), each server gets this many virtual CPU sockets (a two-socket server), the
+#: accelerators split evenly over them, each joined by its catalog host link.
+VIRTUAL_HOST_SOCKETS: Final = 2

@@ -1,0 +1,438 @@
+"""Time a Schedule on a Topology: a flow-level, max-min fair, event-batched simulation.
+
+Semantics (docs/models.md has the whole model):
+
+- The collective starts with the protocol's launch latency; an op is *ready* when all its
+  dependencies are done. It then pays its latency (protocol step latency for its link class plus
+  the route's link and device latencies; a switch reduction pays the NVLS latency), then moves
+  its bytes at its max-min fair rate. Rates are recomputed whenever a transfer starts or ends;
+  everything that starts or ends at one instant is one batch (engine tiers COMPLETE, START,
+  RESOLVE), so a symmetric step of n ranks costs one rate solution, not n.
+- A copy or reduce between two ranks is one LMM variable over its (multipath) route, the HBMs
+  it reads and writes, and the issuing rank's channel (thread block) cap; a local copy or reduce
+  only costs HBM bandwidth; a switch_reduce is one variable over every participant's links.
+- Fair-share solutions are memoised by the multiset of active variables: the steps of a
+  symmetric algorithm repeat the same set and are solved once.
+
+:class:`CompiledSchedule` holds everything that does not depend on the protocol or the message
+size (routes, variables, successor lists); :meth:`CompiledSchedule.run` times it for a protocol
+and a scale factor of its element counts, which is what a tuner sweeping sizes wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from scaleup import hardware
+from scaleup.collectives.schedule import OpKind, Schedule, _csr_rows
+from scaleup.collectives.spec import DTYPES
+from scaleup.errors import SimulationError, UsageError
+from scaleup.sim import params as P
+from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
+from scaleup.sim.fairshare import get_solver
+from scaleup.sim.network import LINK_CLASSES, Network, network_for
+from scaleup.sim.protocols import Protocol, protocol
+from scaleup.sim.timeline import SimResult
+from scaleup.topology.model import Topology
+
+__all__ = ["CompiledSchedule", "compile_schedule", "itemsize", "simulate", "simulate_many"]
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype name (``float32``, ``half``, ``bfloat16``...)."""
+    key = DTYPES.get(str(dtype).lower())
+    if key is None:
+        raise UsageError(f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPES))}", source="dtype")
+    return 2 if key == "bfloat16" else int(np.dtype(key).itemsize)
+
+
+def _rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None) -> np.ndarray:
+    n_acc = len(topology.accelerators)
+    n = schedule.nranks
+    if ranks is None:
+        if n > n_acc:
+            raise SimulationError(f"schedule has {n} ranks, topology {topology.name} has {n_acc} accelerators")
+        return np.arange(n, dtype=np.int64)
+    out = np.asarray(list(ranks), dtype=np.int64)
+    if len(out) != n:
+        raise UsageError(f"ranks maps {len(out)} ranks, the schedule has {n}", source="ranks")
+    if len(np.unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
+        raise UsageError(f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks")
+    return out
+
+
+class CompiledSchedule:
+    """A schedule bound to a topology: routes, LMM variables and successor lists, computed once.
+
+    Parameters
+    ----------
+    schedule, topology
+        What to time, and on what.
+    ranks
+        Schedule rank ``r`` runs on accelerator ``ranks[r]`` (default: the first n).
+    """
+
+    def __init__(self, schedule: Schedule, topology: Topology, ranks: Sequence[int] | None = None) -> None:
+        self.schedule = schedule
+        self.topology = topology
+        self.net: Network = network_for(topology)
+        self.rank_map = _rank_map(schedule, topology, ranks)
+        t = schedule.table
+        n = self.n_ops = t.n_ops
+        rmap = self.rank_map
+        route = np.zeros(n, dtype=np.int64)
+        p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
+        if len(p2p):
+            src = rmap[t.src_rank[t.src_ptr[p2p]]]
+            dst = rmap[t.dst_rank[t.dst_ptr[p2p]]]
+            red = (t.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
+            n_acc = len(topology.accelerators)
+            code = (src * n_acc + dst) * 2 + red
+            uniq, inv = np.unique(code, return_inverse=True)
+            self.net.prepare(self.net.acc_devices[np.unique(np.r_[src, dst])])
+            ids = np.array([self.net.transfer_route(int(c // 2 // n_acc), int(c // 2 % n_acc), reduce=bool(c % 2))
+                            for c in uniq], dtype=np.int64)  # fmt: skip
+            route[p2p] = ids[inv]
+        for i in np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE)):
+            srcs = tuple(int(r) for r in rmap[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]])
+            dsts = tuple(int(r) for r in rmap[t.dst_rank[t.dst_ptr[i] : t.dst_ptr[i + 1]]])
+            try:
+                route[i] = self.net.switch_route(srcs, dsts, int(rmap[t.rank[i]]))
+            except SimulationError as error:
+                raise SimulationError(error.message, source=topology.name, entry=error.entry, op=int(i)) from None
+        self.route = route
+        issuer = rmap[t.rank]
+        # one LMM variable per (route, issuing rank, channel tag)
+        ch = t.channel.astype(np.int64)
+        cta_code = issuer * (int(ch.max(initial=0)) + 1) + ch
+        cta_uniq, cta_first, cta_inv = np.unique(cta_code, return_index=True, return_inverse=True)
+        self.cta_rank = issuer[cta_first]
+        var_code = route * len(cta_uniq) + cta_inv
+        var_uniq, self.var_of_op = np.unique(var_code, return_inverse=True)
+        self.var_route = var_uniq // len(cta_uniq)
+        self.var_cta = var_uniq % len(cta_uniq)
+        self.n_vars = len(var_uniq)
+        self.n_cta = len(cta_uniq)
+        # successors (CSR) from the dependency lists
+        n_deps = np.diff(t.dep_ptr)
+        self.n_deps = n_deps.astype(np.int64)
+        owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
+        order = np.argsort(t.dep_idx, kind="stable")
+        self.succ_idx = owner[order]
+        self.succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(t.dep_idx, minlength=n))]).astype(np.int64)
+        routes = self.net.routes
+        self.op_route_latency = np.array([routes[r].latency_s for r in range(len(routes))])[route] if n else np.zeros(0)
+        self.op_class = np.array([routes[r].link_class for r in range(len(routes))], dtype=np.int64)[route] if n else np.zeros(0, dtype=np.int64)
+        self.count = t.count.astype(np.float64)
+        self._per_protocol: dict[str, tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]] = {}
+
+    # ---- protocol-dependent pieces --------------------------------------------------------
+    def _system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
+        """(usage columns, capacity, per-op latency, rate memo) for one protocol, cached.
+
+        The usage columns are CSC arrays ``(col_ptr, row, use, carried)``: ``use`` is capacity
+        consumed per byte/s of the variable, ``carried`` the payload bytes counted as carried.
+        The memo maps an active variable multiset to its max-min solution; it is shared by
+        every run of this protocol (rates do not depend on message size)."""
+        hit = self._per_protocol.get(proto.name)
+        if hit is not None:
+            return hit
+        net, routes = self.net, self.net.routes
+        rows: list[np.ndarray] = []
+        use: list[np.ndarray] = []
+        carried: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        base = net.n_constraints
+        for v in range(self.n_vars):
+            r = routes[int(self.var_route[v])]
+            # a thread block drives fabric transfers; local copies/reductions use the whole GPU
+            cta = [base + self.var_cta[v]] if len(r.net_rows) else []
+            rows.append(np.r_[r.net_rows, r.mem_rows, cta])
+            use.append(np.r_[r.net_vals * (r.inflate / proto.payload_efficiency), r.mem_vals, np.ones(len(cta))])
+            carried.append(np.r_[r.net_vals, r.mem_vals, np.zeros(len(cta))])
+            cols.append(np.full(len(rows[-1]), v))
+        col_ptr = np.concatenate([[0], np.cumsum([len(x) for x in rows])]).astype(np.int64)
+        system = (col_ptr, np.concatenate(rows).astype(np.int64), np.concatenate(use), np.concatenate(carried))
+        accs = self.topology.accelerators
+        cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
+                            for r in self.cta_rank])  # fmt: skip
+        capacity = np.r_[net.capacity, cta_cap]
+        step = np.array([proto.step_latency_s.get(c, 0.0) for c in LINK_CLASSES])
+        step[LINK_CLASSES.index("switch")] = P.SWITCH_STEP_LATENCY_S
+        latency = step[self.op_class] + self.op_route_latency
+        out = (system, capacity, latency, {})
+        self._per_protocol[proto.name] = out
+        return out
+
+    def run(self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0,
+            solver: str = "maxmin") -> SimResult:
+        """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``."""
+        proto = protocol(protocol_name)
+        if proto.name != "simple" and np.any(self.op_class == LINK_CLASSES.index("switch")):
+            raise SimulationError("nvls (switch_reduce) runs with the simple protocol only", source=proto.name)
+        return _Run(self, proto, itemsize(dtype) * float(scale), get_solver(solver)).result()
+
+
+class _Run:
+    """One simulation: the event handlers over the compiled arrays."""
+
+    def __init__(self, c: CompiledSchedule, proto: Protocol, bytes_per_count: float, solver: Any) -> None:
+        self.c = c
+        self.proto = proto
+        self.solver = solver
+        self.system, self.capacity, self.latency, self.memo = c._system(proto)
+        self.nbytes = c.count * bytes_per_count
+        self.bytes_per_count = bytes_per_count
+        n = c.n_ops
+        self.start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        self.deps_left = c.n_deps.copy()
+        self.env = Environment()
+        self.a_op = np.zeros(0, dtype=np.int64)
+        self.a_var = np.zeros(0, dtype=np.int64)
+        self.a_rem = np.zeros(0)
+        self.a_rate = np.zeros(0)
+        self.a_fin = np.zeros(0)
+        self.t_last = 0.0
+        self.acc_rows = np.zeros(0, dtype=np.int64)
+        self.acc_bytes = np.zeros(0)
+        self.con_bytes = np.zeros(len(self.capacity))
+        self.con_busy = np.zeros(len(self.capacity))
+        self.completion: Event | None = None
+        self.resolve_pending = False
+        self.n_events = 0
+        self.pos = np.zeros(c.n_vars, dtype=np.int64)
+
+    def result(self) -> SimResult:
+        c = self.c
+        roots = np.flatnonzero(c.n_deps == 0)
+        self._release(roots, self.proto.launch_latency_s)
+        self.env.run()
+        if c.n_ops and np.isnan(self.end).any():
+            stuck = int(np.flatnonzero(np.isnan(self.end))[0])
+            raise SimulationError("op never became ready (dependency cycle?)", op=stuck)
+        n_ch = c.net.n_channels
+        names = c.net.constraint_names + tuple(f"r{int(r)}.cta" for r in c.cta_rank)
+        t = c.topology
+        return SimResult(
+            time_s=float(self.end.max()) if c.n_ops else 0.0,
+            op_start_s=self.start, op_end_s=self.end,
+            op_rank=c.schedule.table.rank, op_channel=c.schedule.table.channel,
+            channel_bytes=self.con_bytes[:n_ch], channel_busy_s=self.con_busy[:n_ch],
+            constraint_names=names, constraint_bytes=self.con_bytes, constraint_busy_s=self.con_busy,
+            protocol=self.proto.name, topology=t.name, algorithm=c.schedule.algorithm,
+            nbytes=float(c.schedule.spec.count * self.bytes_per_count),
+            n_events=self.n_events, channel_names=c.net.constraint_names[:n_ch],
+        )  # fmt: skip
+
+    # ---- state changes -------------------------------------------------------------------
+    def _advance(self, now: float) -> None:
+        dt = now - self.t_last
+        if dt > 0.0:
+            if len(self.a_rem):
+                self.a_rem = np.maximum(self.a_rem - self.a_rate * dt, 0.0)
+            if len(self.acc_rows):
+                self.con_bytes[self.acc_rows] += self.acc_bytes * dt
+                self.con_busy[self.acc_rows] += dt
+        self.t_last = now
+
+    def _release(self, ops: np.ndarray, now: float) -> None:
+        if not len(ops):
+            return
+        self.start[ops] = now
+        when = now + self.latency[ops]
+        first = when[0]
+        if len(when) == 1 or (when == first).all():
+            self._at(float(first), ops, self._on_start, START)
+            return
+        times, inv = np.unique(when, return_inverse=True)
+        order = np.argsort(inv, kind="stable")
+        bounds = np.flatnonzero(np.diff(inv[order])) + 1
+        for k, group in enumerate(np.split(ops[order], bounds)):
+            self._at(float(times[k]), group, self._on_start, START)
+
+    def _at(self, time_s: float, value: Any, handler: Any, priority: int) -> Event:
+        event = Event(handler, value)
+        self.env.schedule_at(event, time_s, priority)
+        return event
+
+    def _finish(self, ops: np.ndarray, now: float) -> None:
+        c = self.c
+        self.end[ops] = now
+        if len(ops) == 1:
+            i = int(ops[0])
+            succ = c.succ_idx[c.succ_ptr[i] : c.succ_ptr[i + 1]]
+        else:
+            succ = c.succ_idx[_csr_rows(c.succ_ptr, ops)]
+        if not len(succ):
+            return
+        np.subtract.at(self.deps_left, succ, 1)
+        ready = succ[self.deps_left[succ] == 0]
+        if len(ready) > 1:
+            ready = np.unique(ready)
+        self._release(ready, now)
+
+    def _need_resolve(self) -> None:
+        if not self.resolve_pending:
+            self.resolve_pending = True
+            self._at(self.env.now, None, self._on_resolve, RESOLVE)
+
+    # ---- handlers ------------------------------------------------------------------------
+    def _on_start(self, event: Event) -> None:
+        self.n_events += 1
+        now = self.env.now
+        ops = event.value
+        self._advance(now)
+        size = self.nbytes[ops]
+        zero = size <= 0.0
+        if zero.any():
+            self._finish(ops[zero], now)
+            ops, size = ops[~zero], size[~zero]
+        if len(ops):
+            cat = np.concatenate
+            self.a_op = cat((self.a_op, ops))
+            self.a_var = cat((self.a_var, self.c.var_of_op[ops]))
+            self.a_rem = cat((self.a_rem, size))
+            self.a_rate = cat((self.a_rate, np.zeros(len(ops))))
+            self.a_fin = cat((self.a_fin, np.full(len(ops), np.inf)))
+            self._need_resolve()
+
+    def _on_complete(self, event: Event) -> None:
+        self.n_events += 1
+        now = self.env.now
+        self._advance(now)
+        done = self.a_fin <= now
+        finished = self.a_op[done]
+        keep = ~done
+        self.a_op, self.a_var, self.a_rem = self.a_op[keep], self.a_var[keep], self.a_rem[keep]
+        self.a_rate, self.a_fin = self.a_rate[keep], self.a_fin[keep]
+        self.completion = None
+        self._need_resolve()
+        self._finish(finished, now)
+
+    def _on_resolve(self, event: Event) -> None:
+        self.resolve_pending = False
+        now = self.env.now
+        self._advance(now)
+        if self.completion is not None:
+            self.completion.cancel()
+            self.completion = None
+        if not len(self.a_op):
+            self.acc_rows = np.zeros(0, dtype=np.int64)
+            self.acc_bytes = np.zeros(0)
+            return
+        counts = np.bincount(self.a_var, minlength=self.c.n_vars)
+        uv = np.flatnonzero(counts)
+        cnt = counts[uv]
+        key = uv.tobytes() + cnt.tobytes()
+        pos = self.pos
+        pos[uv] = np.arange(len(uv))
+        inv = pos[self.a_var]
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self._solve(uv, cnt)
+            self.memo[key] = hit
+        rates, self.acc_rows, self.acc_bytes = hit
+        self.a_rate = rates[inv]
+        self.a_fin = now + self.a_rem / self.a_rate
+        self.completion = self._at(float(self.a_fin.min()), None, self._on_complete, COMPLETE)
+
+    def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        col_ptr, row, use, carried = self.system
+        idx = _csr_rows(col_ptr, uv)
+        col = np.repeat(np.arange(len(uv)), col_ptr[uv + 1] - col_ptr[uv])
+        hit = row[idx]
+        mark = np.zeros(len(self.capacity), dtype=bool)
+        mark[hit] = True
+        rows = np.flatnonzero(mark)  # the constraints these variables touch, without a sort
+        where = np.zeros(len(self.capacity), dtype=np.int64)
+        where[rows] = np.arange(len(rows))
+        local = where[hit]
+        shape = (len(rows), len(uv))
+        if shape[0] * shape[1] <= 1 << 16:
+            usage: Any = np.zeros(shape)
+            usage[local, col] = use[idx]
+        else:
+            usage = sp.csr_matrix((use[idx], (local, col)), shape=shape)
+        rates = self.solver(usage, self.capacity[rows], count=cnt)
+        if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
+            raise SimulationError("a transfer got no bandwidth (a zero-capacity or unbounded route)")
+        flow = np.bincount(local, weights=carried[idx] * (rates * cnt)[col], minlength=len(rows))
+        used = flow > 0
+        return rates, rows[used], flow[used]
+
+
+def compile_schedule(schedule: Schedule, topology: Topology, *, ranks: Sequence[int] | None = None) -> CompiledSchedule:
+    """Bind ``schedule`` to ``topology`` once, to run it for several protocols or sizes."""
+    return CompiledSchedule(schedule, topology, ranks)
+
+
+def simulate(
+    schedule: Schedule,
+    topology: Topology,
+    *,
+    dtype: str = "float32",
+    protocol: str = "simple",
+    ranks: Sequence[int] | None = None,
+    solver: str = "maxmin",
+) -> SimResult:
+    """Time ``schedule`` on ``topology``.
+
+    Parameters
+    ----------
+    schedule
+        The algorithm as data (its counts are elements of ``dtype``).
+    topology
+        The fabric.
+    dtype
+        Element type (sets the bytes per element).
+    protocol
+        ``simple``, ``ll`` or ``ll128``.
+    ranks
+        Schedule rank ``r`` runs on accelerator ``ranks[r]`` (default: the first n).
+    solver
+        Fair-sharing solver from :data:`scaleup.sim.fairshare.SOLVERS`.
+
+    Returns
+    -------
+    SimResult
+
+    Examples
+    --------
+    >>> from scaleup.collectives.spec import CollectiveSpec
+    >>> from scaleup.collectives.build import ScheduleBuilder
+    >>> from scaleup.topology import resolve_topology
+    >>> b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=2, count=2**20), "p2p")
+    >>> _ = b.copy(b.input(0, 0, 2**20), b.output(1, 0, 2**20))
+    >>> r = simulate(b.build(), resolve_topology("dgx-h100"))
+    >>> round(r.time_us, 1) > 0
+    True
+    """
+    return CompiledSchedule(schedule, topology, ranks).run(protocol, dtype=dtype, solver=solver)
+
+
+def simulate_many(
+    schedule: Schedule,
+    topology: Topology,
+    sizes_bytes: Sequence[float],
+    *,
+    dtype: str = "float32",
+    protocol: str = "simple",
+    ranks: Sequence[int] | None = None,
+    solver: str = "maxmin",
+) -> list[SimResult]:
+    """Time one schedule structure at several message sizes by rescaling its counts.
+
+    The schedule is compiled once; size ``s`` runs with every count scaled by
+    ``s / (spec.count * itemsize)``. Exact when the schedule's counts are proportional to its
+    spec count (build it at a count divisible by its blocks, e.g. a large power of two).
+    """
+    size = schedule.spec.count * itemsize(dtype)
+    if size <= 0:
+        raise UsageError("simulate_many needs a schedule with a nonzero count", source="sizes")
+    compiled = CompiledSchedule(schedule, topology, ranks)
+    return [compiled.run(protocol, dtype=dtype, scale=float(s) / size, solver=solver) for s in sizes_bytes]

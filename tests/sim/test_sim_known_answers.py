@@ -1,0 +1,160 @@
+"""Known answers of the simulator, each worked from the model's parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers_sim import copies, pair, timing_ring_all_reduce, uniform_switch
+from scaleup import hardware
+from scaleup.collectives.algorithms import build_schedule
+from scaleup.collectives.build import ScheduleBuilder
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import SimulationError, UsageError
+from scaleup.sim import compile_schedule, simulate, simulate_many
+from scaleup.sim import params as P
+from scaleup.sim.network import link_efficiency
+from scaleup.topology import resolve_topology
+
+NVLINK4_ONE_LINK = 25e9 * link_efficiency("nvlink4")  # 20.6 GB/s: NCCL's SM90 per-link figure
+SIMPLE_FIXED = P.LAUNCH_LATENCY_S["simple"] + P.STEP_LATENCY_S["nvlink"]["simple"]
+
+
+def test_one_transfer_on_one_link_takes_latency_plus_bytes_over_bandwidth() -> None:
+    topo = pair()
+    count = 2**24
+    r = simulate(copies(1, count), topo)
+    link_latency = hardware.link_tech("nvlink4").latency_s
+    expected = SIMPLE_FIXED + link_latency + 4 * count / NVLINK4_ONE_LINK
+    assert r.time_s == pytest.approx(expected, rel=1e-12)
+    assert r.busiest_channel_bytes == pytest.approx(4 * count)
+    assert NVLINK4_ONE_LINK == pytest.approx(20.6e9)
+
+
+def test_two_transfers_on_one_channel_get_half_each() -> None:
+    one = simulate(copies(1, 2**24), pair())
+    two = simulate(copies(2, 2**24), pair())
+    fixed = SIMPLE_FIXED + hardware.link_tech("nvlink4").latency_s
+    assert two.time_s - fixed == pytest.approx(2 * (one.time_s - fixed), rel=1e-12)
+    assert two.op_end_s[0] == two.op_end_s[1]  # symmetric flows finish in the same batch
+
+
+def test_one_channel_thread_block_caps_a_wide_link() -> None:
+    # 18 links (370 GB/s) but one NCCL channel moves at most 60 GB/s on Hopper (search.cc)
+    r = simulate(copies(1, 2**26), pair(links=18))
+    assert 4 * 2**26 / (r.time_s - SIMPLE_FIXED - 1e-7) == pytest.approx(60e9, rel=1e-6)
+
+
+def test_ring_all_reduce_approaches_bus_bandwidth_bound() -> None:
+    n, count = 8, 2**28
+    topo = uniform_switch(n)
+    per_gpu = 2 * NVLINK4_ONE_LINK  # 2 links per GPU into the switch
+    r = simulate(timing_ring_all_reduce(n, count), topo)
+    bound = 2 * (n - 1) / n * 4 * count / per_gpu
+    assert bound < r.time_s < 1.02 * bound
+    busbw = 4 * count / r.time_s * 2 * (n - 1) / n
+    assert busbw == pytest.approx(per_gpu, rel=0.02)
+
+
+def test_dgx_h100_ring_busbw_is_the_nccl_ceiling() -> None:
+    r = simulate(timing_ring_all_reduce(8, 2**28, channels=8), resolve_topology("dgx-h100"))
+    busbw = 2**30 / r.time_s * 2 * 7 / 8 / 1e9
+    assert 355 < busbw < 371  # measured 365-370 (NVIDIA/nccl #1455); 18 x 20.6 = 370.8 ceiling
+
+
+def test_dgx1_v100_beats_pcie_8() -> None:
+    # same GPU generation on both: V100 over NVLink2 cube-mesh vs V100 cards on PCIe Gen3
+    spec = CollectiveSpec("all_reduce", nranks=8, count=2**26)
+    pcie = simulate(build_schedule("ring", spec, channels=4), resolve_topology("pcie-8:accelerator=V100,tech=pcie3"))
+    mesh = resolve_topology("dgx1-v100")
+    naive = simulate(build_schedule("ring", spec, channels=4), mesh)  # 3-4 and 7-0 cross a GPU
+    nvlink_ring = [[0, 3, 2, 1, 5, 6, 7, 4]] * 4  # a ring along direct NVLinks only
+    direct = simulate(build_schedule("ring", spec, orders=nvlink_ring), mesh)
+    assert max(direct.time_s, naive.time_s) < pcie.time_s / 1.25
+
+
+def test_nvls_beats_ring_at_large_all_reduce_and_loses_at_small() -> None:
+    topo = resolve_topology("dgx-h100")
+    def best_ring(count: int) -> float:
+        s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=count), channels=8)
+        return min(simulate(s, topo, protocol=p).time_s for p in ("simple", "ll", "ll128"))
+    def nvls(count: int) -> float:
+        return simulate(build_schedule("nvls", CollectiveSpec("all_reduce", nranks=8, count=count), channels=16),
+                        topo).time_s
+    assert nvls(2**28) < best_ring(2**28)
+    assert nvls(2) > best_ring(2)
+    busbw = 2**30 / nvls(2**28) * 2 * 7 / 8 / 1e9
+    assert 450 < busbw < 520  # measured ~480 (nccl-tests #212): via-issuer traffic x nvlsEfficiency
+
+
+def test_nvls_needs_in_switch_reduction() -> None:
+    s = build_schedule("nvls", CollectiveSpec("all_reduce", nranks=8, count=1024))
+    with pytest.raises(SimulationError, match="in-switch reduction"):
+        simulate(s, resolve_topology("dgx-a100"))
+    with pytest.raises(SimulationError, match="simple protocol only"):
+        simulate(s, resolve_topology("dgx-h100"), protocol="ll")
+
+
+def test_host_staged_is_slower_than_peer_by_the_pcie_to_peer_ratio() -> None:
+    topo = resolve_topology("dgx-h100")
+    s = copies(8, 2**25)  # 8 channels: peer rate = g0's 18 links (370 GB/s), not a thread-block cap
+    peer = simulate(s, topo)
+    staged = simulate(s, topo.with_peer_access(False))
+    fixed_peer = peer.op_start_s[0] + 0.5e-6
+    pcie = 64e9 * link_efficiency("pcie5")
+    nvlink = 18 * NVLINK4_ONE_LINK
+    ratio = (staged.time_s - staged.op_start_s[0]) / (peer.time_s - fixed_peer)
+    assert ratio == pytest.approx(nvlink / pcie, rel=0.05)
+    assert staged.channel_bytes.sum() == 0  # the NVLink fabric carried nothing
+    hostmem = [i for i, name in enumerate(staged.constraint_names) if name.endswith(".memory")]
+    assert staged.constraint_bytes[hostmem].sum() == pytest.approx(2 * 8 * 4 * 2**25)  # written + read
+
+
+def test_pcie_8_without_p2p_uses_host_memory() -> None:
+    topo = resolve_topology("pcie-8")
+    s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=2**24), channels=2)
+    assert simulate(s, topo.with_peer_access(False)).time_s > simulate(s, topo).time_s
+
+
+def test_mesh_pair_without_direct_link_routes_through_a_gpu() -> None:
+    topo = resolve_topology("dgx1-v100")  # 0 and 5 have no link
+    b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=8, count=2**20), "one")
+    b.copy(b.input(0, 0, 2**20), b.output(5, 0, 2**20))
+    r = simulate(b.build(), topo)
+    hbm = {name: r.constraint_bytes[i] for i, name in enumerate(r.constraint_names) if name.endswith(".hbm")}
+    forwarded = sum(v for k, v in hbm.items() if k not in ("g0.hbm", "g5.hbm"))
+    assert forwarded == pytest.approx(2 * 4 * 2**20)  # stored and re-sent by intermediate GPUs
+    assert r.busiest_channel_bytes < 4 * 2**20  # split over several 2-hop paths
+
+
+def test_determinism_bit_for_bit() -> None:
+    topo = resolve_topology("dgx-h100")
+    s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=3 * 2**20 + 7), channels=3)
+    a, b = simulate(s, topo), simulate(s, topo)
+    assert a.time_s == b.time_s
+    assert np.array_equal(a.op_end_s, b.op_end_s) and np.array_equal(a.channel_bytes, b.channel_bytes)
+    assert a.to_dict() == b.to_dict()
+
+
+def test_ranks_mapping_and_compiled_rescaling() -> None:
+    topo = resolve_topology("dgx-h100")
+    s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=2**20))
+    moved = simulate(s, topo, ranks=[4, 5, 6, 7])
+    assert moved.channel_bytes[topo.channel_index[("g0", "sw0")]] == 0
+    assert moved.time_s == pytest.approx(simulate(s, topo).time_s)
+    with pytest.raises(UsageError):
+        simulate(s, topo, ranks=[0, 0, 1, 2])
+    c = compile_schedule(s, topo)
+    assert c.run(scale=2.0).time_s == pytest.approx(
+        simulate(build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=2**21)), topo).time_s)
+    many = simulate_many(s, topo, [4 * 2**20, 4 * 2**21])
+    assert many[1].nbytes == 4 * 2**21 and many[1].time_s > many[0].time_s
+
+
+def test_result_dict_and_timeline() -> None:
+    r = simulate(build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=4096)), resolve_topology("dgx-h100"))
+    d = r.to_dict()
+    assert d["time_us"] == pytest.approx(r.time_s * 1e6) and d["channels"]
+    assert r.linkbw_gb_per_s > 0
+    text = r.timeline(width=30)
+    assert text.count("\n") == 4 and "r0" in text
