@@ -1,0 +1,391 @@
+"""Sweep reports: PNG plots and an index page (Markdown, and self-contained HTML) from results.
+
+:func:`build_report` reads a results file (:mod:`scaleup.sweep_store`) and writes into a
+directory:
+
+- ``busbw_<collective>.png``: busbw (GB/s) and time (µs) against message size, one line per
+  topology (the best algorithm at each size);
+- ``algos_<collective>_<topology>.png``: the same per algorithm/protocol, where a spec swept them;
+- ``best_algo_<collective>.png``: which algorithm/protocol wins at each size, per topology
+  (a categorical map);
+- ``plan_<metric>_<model>.png``: planner points as heatmaps over tp × (topology, other axes):
+  memory per accelerator against its HBM, and step time;
+- ``index.md`` (images linked) and ``index.html`` (images embedded as base64 data URIs, so the
+  one file can be mailed), with summary, peak-bandwidth, best-algorithm and error tables.
+
+Plots use matplotlib's Agg canvas directly (no pyplot, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scaleup.sweep_plots import category_map, heatmap, line_plot
+from scaleup.sweep_store import read_rows
+from scaleup.units import format_bytes
+
+__all__ = ["ReportSummary", "build_report"]
+
+#: Plan-result columns tried, in order, for the two planner maps (the planner's own names first).
+PLAN_MEMORY_COLUMNS = (
+    "memory_fraction",
+    "memory.fraction_of_hbm",
+    "memory_per_device_bytes",
+    "memory.total_bytes",
+)
+PLAN_STEP_COLUMNS = ("step_time_s", "step.time_s", "step.step_time_s", "time_s")
+#: Axes of a plan point that are not shown as heatmap columns/rows labels.
+_PLAN_SKIP = {
+    "kind",
+    "point",
+    "point_id",
+    "status",
+    "error",
+    "error_type",
+    "elapsed_s",
+    "topology",
+    "model",
+}
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    """What a report wrote: its directory, the PNG names, the index files, point counts."""
+
+    out_dir: str
+    images: list[str] = field(default_factory=list)
+    index_md: str = ""
+    index_html: str = ""
+    points: int = 0
+    errors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as a plain dict (the ``--json`` form)."""
+        return asdict(self)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "x"
+
+
+def _series_label(row: dict[str, Any], multi_ranks: bool, multi_dtype: bool) -> str:
+    label = str(row.get("topology"))
+    if multi_ranks:
+        label += f" n={row.get('nranks')}"
+    if multi_dtype:
+        label += f" {row.get('dtype')}"
+    return label
+
+
+def _algo_label(row: dict[str, Any]) -> str:
+    """The algorithm/protocol that ran (the tuner's choice for a "tuned" point)."""
+    return f"{row.get('algo')}/{row.get('proto')}"
+
+
+def _requested_label(row: dict[str, Any]) -> str:
+    """The algorithm/protocol the spec asked for ("tuned/tuned" when the tuner chose)."""
+    algo = row.get("requested_algo") or row.get("algo")
+    proto = row.get("requested_proto") or row.get("proto")
+    return "tuned" if algo == proto == "tuned" else f"{algo}/{proto}"
+
+
+def _bench_section(
+    rows: list[dict[str, Any]], out: Path
+) -> tuple[list[str], list[tuple[str, list[str], list[list[str]]]]]:
+    images: list[str] = []
+    tables: list[tuple[str, list[str], list[list[str]]]] = []
+    multi_ranks = len({r.get("nranks") for r in rows}) > 1
+    multi_dtype = len({r.get("dtype") for r in rows}) > 1
+    peak_rows: list[list[str]] = []
+    best_rows: list[list[str]] = []
+    for collective in sorted({r["collective"] for r in rows}):
+        subset = [r for r in rows if r["collective"] == collective]
+        best: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+        per_algo: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(
+            lambda: defaultdict(dict)
+        )
+        for r in subset:
+            label, size = _series_label(r, multi_ranks, multi_dtype), int(r["bytes"])
+            if size not in best[label] or r["busbw_gb_per_s"] > best[label][size]["busbw_gb_per_s"]:
+                best[label][size] = r
+            per_algo[label][_requested_label(r)][size] = r
+        name = f"busbw_{_slug(collective)}.png"
+        line_plot(
+            out / name,
+            f"{collective}: bus bandwidth and time by message size (best algorithm)",
+            best,
+        )
+        images.append(name)
+        for label, algos in per_algo.items():
+            if len(algos) > 1:
+                name = f"algos_{_slug(collective)}_{_slug(label)}.png"
+                line_plot(
+                    out / name, f"{collective} on {label}: by algorithm/protocol", dict(algos)
+                )
+                images.append(name)
+        grid = {label: {s: _algo_label(r) for s, r in by.items()} for label, by in best.items()}
+        name = f"best_algo_{_slug(collective)}.png"
+        category_map(out / name, f"{collective}: fastest algorithm/protocol by message size", grid)
+        images.append(name)
+        for label, by in best.items():
+            top = max(by.values(), key=lambda r: r["busbw_gb_per_s"])
+            largest = by[max(by)]
+            peak_rows.append(
+                [
+                    collective,
+                    label,
+                    f"{top['busbw_gb_per_s']:.1f}",
+                    format_bytes(int(top["bytes"])),
+                    _algo_label(top),
+                    f"{largest['time_us']:.1f}",
+                    format_bytes(int(largest["bytes"])),
+                ]
+            )
+            changes, previous = [], None
+            for size in sorted(by):
+                algo = _algo_label(by[size])
+                if algo != previous:
+                    changes.append(f"{algo} from {format_bytes(size)}")
+                    previous = algo
+            best_rows.append([collective, label, "; ".join(changes)])
+    tables.append(
+        (
+            "Peak bus bandwidth",
+            [
+                "collective",
+                "topology",
+                "peak busbw (GB/s)",
+                "at size",
+                "algorithm",
+                "time at largest (µs)",
+                "largest size",
+            ],
+            peak_rows,
+        )
+    )
+    tables.append(("Fastest algorithm by size", ["collective", "topology", "fastest"], best_rows))
+    return images, tables
+
+
+def _first_column(rows: list[dict[str, Any]], candidates: Sequence[str], needle: str) -> str | None:
+    keys = [k for k in rows[0] if any(isinstance(r.get(k), (int, float)) for r in rows)]
+    for name in candidates:
+        if name in keys:
+            return name
+    return next((k for k in keys if needle in k and not k.startswith("requested_")), None)
+
+
+def _plan_section(
+    rows: list[dict[str, Any]], out: Path
+) -> tuple[list[str], list[tuple[str, list[str], list[list[str]]]]]:
+    images: list[str] = []
+    memory = _first_column(rows, PLAN_MEMORY_COLUMNS, "memory")
+    step = _first_column(rows, PLAN_STEP_COLUMNS, "time_s")
+    point_axes = sorted({k for r in rows for k in _point_keys(r)} - _PLAN_SKIP - {"tp"})
+    varying = [a for a in point_axes if len({str(r.get(a)) for r in rows}) > 1]
+    table_rows: list[list[str]] = []
+    for model in sorted({str(r.get("model")) for r in rows}):
+        subset = [r for r in rows if str(r.get("model")) == model]
+        labels = {
+            id(r): " ".join([str(r.get("topology"))] + [f"{a}={r.get(a)}" for a in varying])
+            for r in subset
+        }
+        row_names = list(dict.fromkeys(labels[id(r)] for r in subset))
+        cols = sorted({r.get("tp", 1) for r in subset}, key=lambda v: (str(type(v)), v))
+        for column, metric, fmt, cmap in (
+            (memory, "memory", ".2g", "RdYlGn_r"),
+            (step, "step", ".3g", "viridis"),
+        ):
+            if column is None:
+                continue
+            values = {
+                (labels[id(r)], r.get("tp", 1)): float(r[column])
+                for r in subset
+                if r.get(column) is not None
+            }
+            unit = _unit(column)
+            name = f"plan_{metric}_{_slug(model)}.png"
+            what = "memory per accelerator" if metric == "memory" else "training step time"
+            heatmap(
+                out / name,
+                f"{model}: {what} ({column})",
+                row_names,
+                cols,
+                values,
+                f"{column}{unit}",
+                fmt,
+                cmap,
+            )
+            images.append(name)
+        for r in subset:
+            table_rows.append(
+                [
+                    model,
+                    labels[id(r)],
+                    str(r.get("tp", "")),
+                    _fmt(r.get(memory)) if memory else "",
+                    _fmt(r.get(step)) if step else "",
+                ]
+            )
+    table = (
+        "Plans",
+        ["model", "configuration", "tp", memory or "memory", step or "step time"],
+        table_rows,
+    )
+    return images, [table]
+
+
+def _point_keys(row: dict[str, Any]) -> list[str]:
+    import json
+
+    try:
+        return list(json.loads(row.get("point") or "{}"))
+    except ValueError:
+        return []
+
+
+def _unit(column: str) -> str:
+    if column.endswith("_bytes"):
+        return " (bytes)"
+    if column.endswith("_s"):
+        return " (s)"
+    if "fraction" in column:
+        return " (of HBM)"
+    return ""
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def build_report(
+    results: str | Path, out_dir: str | Path, *, title: str | None = None
+) -> ReportSummary:
+    """Write PNG plots and ``index.md`` / ``index.html`` for the results at ``results``.
+
+    Parameters
+    ----------
+    results
+        A sweep's output (Parquet dataset directory, Parquet file or CSV).
+    out_dir
+        Directory to write into (created).
+    title
+        Page title (default: the results file's name).
+
+    Returns
+    -------
+    ReportSummary
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = read_rows(results)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    errors = [r for r in rows if r.get("status") != "ok"]
+    images: list[str] = []
+    tables: list[tuple[str, list[str], list[list[str]]]] = []
+    kinds = sorted({str(r.get("kind")) for r in rows})
+    summary = [
+        [
+            k,
+            str(sum(r.get("kind") == k for r in rows)),
+            str(sum(r.get("kind") == k for r in ok)),
+            str(sum(r.get("kind") == k for r in errors)),
+        ]
+        for k in kinds
+    ]
+    tables.append(("Points", ["kind", "points", "ok", "errors"], summary))
+    bench = [r for r in ok if r.get("kind") == "bench" and r.get("busbw_gb_per_s") is not None]
+    if bench:
+        more_images, more_tables = _bench_section(bench, out)
+        images += more_images
+        tables += more_tables
+    plans = [r for r in ok if r.get("kind") == "plan"]
+    if plans:
+        more_images, more_tables = _plan_section(plans, out)
+        images += more_images
+        tables += more_tables
+    if errors:
+        error_rows = [
+            [_describe_point(r), str(r.get("error_type")), str(r.get("error"))] for r in errors[:50]
+        ]
+        tables.append(
+            (
+                f"Errors ({len(errors)} points{', first 50' if len(errors) > 50 else ''})",
+                ["point", "type", "error"],
+                error_rows,
+            )
+        )
+    title = title or f"Sweep report: {Path(results).name}"
+    index_md = out / "index.md"
+    index_md.write_text(_markdown(title, images, tables), encoding="utf-8")
+    index_html = out / "index.html"
+    index_html.write_text(_html(title, out, images, tables), encoding="utf-8")
+    return ReportSummary(str(out), images, str(index_md), str(index_html), len(rows), len(errors))
+
+
+def _describe_point(row: dict[str, Any]) -> str:
+    import json
+
+    try:
+        point = json.loads(row.get("point") or "{}")
+    except ValueError:
+        return str(row.get("point_id"))
+    return " ".join(f"{k}={v}" for k, v in point.items() if k != "kind") or str(row.get("point_id"))
+
+
+def _markdown(
+    title: str, images: list[str], tables: list[tuple[str, list[str], list[list[str]]]]
+) -> str:
+    lines = [f"# {title}", ""]
+    for name, header, body in tables:
+        lines += [f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+        lines.append("")
+    if images:
+        lines += ["## Plots", ""]
+        lines += [f"![{name}]({name})\n" for name in images]
+    return "\n".join(lines)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:0 0 1.5em;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f2f2f2}td{text-align:right}td:first-child,td:nth-child(2){text-align:left}
+figure{margin:1em 0}img{max-width:100%}figcaption{color:#666;font-size:.85em}"""
+
+
+def _html(
+    title: str, out: Path, images: list[str], tables: list[tuple[str, list[str], list[list[str]]]]
+) -> str:
+    esc = html.escape
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
+    ]
+    for name, header, body in tables:
+        parts.append(
+            f"<h2>{esc(name)}</h2><table><tr>"
+            + "".join(f"<th>{esc(h)}</th>" for h in header)
+            + "</tr>"
+        )
+        parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
+        parts.append("</table>")
+    if images:
+        parts.append("<h2>Plots</h2>")
+    for name in images:
+        data = base64.b64encode((out / name).read_bytes()).decode("ascii")
+        parts.append(
+            f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{esc(name)}</figcaption></figure>"
+        )
+    parts.append("</body></html>")
+    return "\n".join(parts)

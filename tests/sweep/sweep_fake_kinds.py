@@ -1,0 +1,71 @@
+"""Cheap, deterministic point kinds for the sweep tests (imported by name on the workers)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def square(point: dict[str, Any]) -> dict[str, Any]:
+    """``y = x * x`` and a label: a point that costs nothing."""
+    return {"y": point["x"] * point["x"], "label": f"x{point['x']}"}
+
+
+def failing(point: dict[str, Any]) -> dict[str, Any]:
+    """:func:`square`, except that ``x == 3`` raises."""
+    if point["x"] == 3:
+        raise ValueError("x = 3 is not allowed here")
+    return square(point)
+
+
+def fake_bench(point: dict[str, Any]) -> dict[str, Any]:
+    """A BenchRow-shaped result from a closed form: latency + bytes / bandwidth per topology."""
+    nbytes = int(point["bytes"])
+    peak = {"dgx-h100": 360.0, "mi300x-8": 300.0}.get(point["topology"], 100.0)
+    time_s = 5e-6 + nbytes / (peak * 1e9)
+    algo = (
+        point["algo"]
+        if point.get("algo", "tuned") != "tuned"
+        else ("ring" if nbytes >= 65536 else "tree")
+    )
+    proto = (
+        point["proto"]
+        if point.get("proto", "tuned") != "tuned"
+        else ("simple" if nbytes >= 65536 else "ll")
+    )
+    algbw = nbytes / time_s / 1e9
+    return {
+        "topology_name": point["topology"],
+        "collective": point["collective"],
+        "bytes": nbytes,
+        "count": nbytes // 4,
+        "dtype": point.get("dtype", "float32"),
+        "time_us": time_s * 1e6,
+        "algbw_gb_per_s": algbw,
+        "busbw_gb_per_s": algbw * 1.75,
+        "linkbw_gb_per_s": None,
+        "algo": algo,
+        "proto": proto,
+        "channels": 8,
+        "nranks": 8,
+    }
+
+
+def fake_plan(point: dict[str, Any]) -> dict[str, Any]:
+    """A PlanResult-shaped result: memory falls with tp, step time has a sweet spot."""
+    tp = int(point.get("tp", 1))
+    pp = int(point.get("pp", 1))
+    fraction = 2.4 / (tp * pp)
+    return {
+        "memory": {"per_device_bytes": int(fraction * 80e9), "fraction_of_hbm": fraction},
+        "fits": fraction <= 1.0,
+        "step_time_s": 1.0 / tp + 0.05 * tp + 0.1 * math.log2(pp + 1),
+    }
+
+
+def slow_failing(point: dict[str, Any]) -> dict[str, Any]:
+    """:func:`failing` after 20 ms: slow enough that a sweep is still running when interrupted."""
+    import time
+
+    time.sleep(0.02)
+    return failing(point)
