@@ -213,44 +213,54 @@ class CollectiveSpec:
         """
         np_dtype = numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
         rng = np.random.default_rng(seed)
+        n = self.input_count
         inputs = []
         for _rank in range(self.nranks):
+            # draw in int8 and convert once: a 64-rank, 1M-element input is 64M values
             if self.redop == "prod" and self.reduces:
-                values = rng.integers(1, 3, size=self.input_count, endpoint=True)
+                values = rng.integers(1, 3, size=n, endpoint=True, dtype=np.int8)
                 if np_dtype.kind == "f":
-                    values = values.astype(np.float64) * rng.choice([-1.0, 1.0], self.input_count)
+                    values = values * rng.choice(np.array([-1, 1], dtype=np.int8), n)
+                array = values.astype(np_dtype)
             elif np_dtype.kind in "iu":
                 low = 0 if np_dtype.kind == "u" else -8
-                values = rng.integers(low, 8, size=self.input_count, endpoint=True)
+                array = rng.integers(low, 8, size=n, endpoint=True, dtype=np.int8).astype(np_dtype)
             else:
-                values = rng.integers(-16, 16, size=self.input_count, endpoint=True) / 8.0
-            inputs.append(np.asarray(values).astype(np_dtype))
+                array = rng.integers(-16, 16, size=n, endpoint=True, dtype=np.int8).astype(np_dtype)
+                array /= np_dtype.type(8)
+            inputs.append(array)
         return inputs
 
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray | None]:
         """The postcondition: every rank's expected output (``None`` where it is unspecified).
 
-        ``inputs[r]`` is rank r's input buffer (``input_count`` elements).
+        ``inputs[r]`` is rank r's input buffer (``input_count`` elements). Outputs that are equal on
+        every rank (all_reduce, all_gather, broadcast) are one shared read-only array.
         """
         if len(inputs) != self.nranks:
             raise UsageError(f"need {self.nranks} input buffers, got {len(inputs)}", source="inputs")
         n, b, c = self.nranks, self.block_count, self.collective
         if c == "all_reduce":
-            total = reduce_arrays(list(inputs), self.redop)
-            return [total.copy() for _ in range(n)]
+            return _shared([reduce_arrays(list(inputs), self.redop)] * n)
         if c == "reduce":
             outputs: list[np.ndarray | None] = [None] * n
             outputs[self.root] = reduce_arrays(list(inputs), self.redop)
             return outputs
         if c == "broadcast":
-            return [inputs[self.root].copy() for _ in range(n)]
+            return _shared([inputs[self.root].copy()] * n)
         if c == "reduce_scatter":
             total = reduce_arrays([x[: n * b] for x in inputs], self.redop)
             return [total[r * b : (r + 1) * b].copy() for r in range(n)]
         if c == "all_gather":
-            gathered = np.concatenate([x[:b] for x in inputs])
-            return [gathered.copy() for _ in range(n)]
+            return _shared([np.concatenate([x[:b] for x in inputs])] * n)
         if c == "all_to_all":
             return [np.concatenate([inputs[p][r * b : (r + 1) * b] for p in range(n)]) for r in range(n)]
         # send_recv: every rank sends its buffer to rank + 1 and receives from rank - 1 (nccl-tests).
         return [inputs[(r - 1) % n].copy() for r in range(n)]
+
+
+def _shared(outputs: list[np.ndarray]) -> list[np.ndarray | None]:
+    """Expected outputs that are the same on every rank share one read-only array."""
+    if outputs:
+        outputs[0].flags.writeable = False
+    return list(outputs)
