@@ -1,0 +1,289 @@
+"""Direct algorithms (``direct``): every rank loads from (or stores to) every peer, for switched
+fabrics where all pairs are one hop apart.
+
+Lanes: the data is cut into ``chunks x channels`` lanes (lane ``c * channels + k``, channel tag
+``k``, step tags restart per chunk at ``chunk``).
+
+all_reduce, ``shot=1`` (one-shot): rank r copies its input into its output, then reduces every
+peer's whole buffer into it, peers in the order r+1, r+2, ... (so at any step each rank is read by
+exactly one peer). ``shot=2`` (two-shot): reduce-scatter by direct loads (rank r reduces every
+peer's slice r into its output slice r), then all-gather by direct loads (rank r copies slice q
+from rank q's output). ``shot="auto"`` (default) picks one-shot for count <= 65536 elements
+(small, latency-bound messages) and two-shot otherwise::
+
+    two-shot, n=3        step 0          1          2          3
+    rank 0 slice 0       +=in1[0]        +=in2[0]   get out1[1] get out2[2]
+    rank 1 slice 1       +=in2[1]        +=in0[1]   get out2[2] get out0[0]
+
+reduce_scatter and reduce are the reduce-scatter half; all_gather, broadcast the load half;
+all_to_all is pairwise (at step t rank r puts block r+t to rank r+t); send_recv a put to r+1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scaleup.collectives.algorithms._common import (
+    INPUT,
+    OUTPUT,
+    check_int,
+    local_copies,
+    sequences,
+    split,
+)  # fmt: skip
+from scaleup.collectives.build import ScheduleBuilder
+from scaleup.collectives.schedule import OpKind, Schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import UsageError
+
+__all__ = ["BUILDERS", "ONE_SHOT_MAX_COUNT", "PARAMS", "normalise"]
+
+PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "shot": "auto"}
+#: ``shot="auto"`` uses one-shot up to this many elements (256 KiB of float32).
+ONE_SHOT_MAX_COUNT = 65536
+
+
+def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``channels``, ``chunks`` and ``shot`` (resolving ``"auto"``)."""
+    shot = params.get("shot", "auto")
+    if shot == "auto":
+        shot = 1 if spec.count <= ONE_SHOT_MAX_COUNT else 2
+    if shot not in (1, 2) or isinstance(shot, bool):
+        raise UsageError(f"parameter shot must be 1, 2 or 'auto', got {shot!r}", source="shot")
+    return {
+        **params,
+        "channels": check_int("channels", params.get("channels", 1)),
+        "chunks": check_int("chunks", params.get("chunks", 1)),
+        "shot": int(shot),
+    }
+
+
+def _lanes(params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(channel tag, chunk index) per lane."""
+    k, c = params["channels"], params["chunks"]
+    lane = np.arange(k * c)
+    return lane % k, lane // k
+
+
+def _peers(n: int) -> np.ndarray:
+    """peers[r, t] = (r + 1 + t) % n, the order rank r visits its peers."""
+    return (np.arange(n)[:, None] + 1 + np.arange(n - 1)[None, :]) % n
+
+
+def _reduce_into(
+    b: ScheduleBuilder,
+    n: int,
+    owner: np.ndarray,
+    src_off: np.ndarray,
+    dst_off: np.ndarray,
+    count: np.ndarray,
+    init: np.ndarray,
+    channel: np.ndarray,
+    step0: np.ndarray,
+) -> np.ndarray:
+    """For each row: ``owner`` reduces every peer's input at ``src_off`` into its output."""
+    srcs = (owner[:, None] + 1 + np.arange(n - 1)[None, :]) % n
+    return sequences(
+        b,
+        OpKind.REDUCE,
+        srcs,
+        INPUT,
+        src_off[:, None],
+        owner[:, None],
+        OUTPUT,
+        dst_off[:, None],
+        count,
+        first_deps=init[:, None],
+        channel=channel,
+        step=step0[:, None] + np.arange(n - 1)[None, :],
+    )
+
+
+def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n = spec.nranks
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    reg_off, reg_size = split(spec.count, len(channel))
+    if params["shot"] == 1:
+        owner = np.repeat(np.arange(n), len(channel))
+        lane = np.tile(np.arange(len(channel)), n)
+        off, cnt = reg_off[lane], reg_size[lane]
+        init = local_copies(
+            b, owner, INPUT, off, OUTPUT, off, cnt, channel=channel[lane], step=chunk[lane]
+        )
+        _reduce_into(b, n, owner, off, off, cnt, init, channel[lane], chunk[lane])
+        return b.build()
+    # two-shot: region of lane l split into n slices; slice r owned by rank r
+    rel = np.array([split(int(s), n)[0] for s in reg_size])  # (L, n)
+    size = np.array([split(int(s), n)[1] for s in reg_size])
+    lane = np.repeat(np.arange(len(channel)), n)
+    owner = np.tile(np.arange(n), len(channel))
+    off = (reg_off[:, None] + rel).ravel()
+    cnt = size.ravel()
+    init = local_copies(
+        b, owner, INPUT, off, OUTPUT, off, cnt, channel=channel[lane], step=chunk[lane]
+    )
+    rs = _reduce_into(b, n, owner, off, off, cnt, init, channel[lane], chunk[lane])
+    last = rs[:, -1] if n > 1 else init
+    # all-gather: rank r gets slice q from rank q (r visits q = r-1, r-2, ... so loads spread)
+    row = np.repeat(np.arange(len(owner)), n - 1)
+    getter = (owner[row] - 1 - np.tile(np.arange(n - 1), len(owner))) % n
+    local_copies(
+        b,
+        owner[row],
+        OUTPUT,
+        off[row],
+        OUTPUT,
+        off[row],
+        cnt[row],
+        deps=last[row],
+        dst_rank=getter,
+        rank=getter,
+        channel=channel[lane][row],
+        step=chunk[lane][row] + n - 1 + (owner[row] - 1 - getter) % n,
+    )
+    return b.build()
+
+
+def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n, blk = spec.nranks, spec.block_count
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    poff, psize = split(blk, len(channel))
+    init = local_copies(b, np.arange(n), INPUT, np.arange(n) * blk, OUTPUT, 0, blk)
+    owner = np.repeat(np.arange(n), len(channel))
+    lane = np.tile(np.arange(len(channel)), n)
+    _reduce_into(
+        b,
+        n,
+        owner,
+        owner * blk + poff[lane],
+        poff[lane],
+        psize[lane],
+        init[owner],
+        channel[lane],
+        chunk[lane],
+    )
+    return b.build()
+
+
+def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n, root = spec.nranks, spec.root
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    off, size = split(spec.count, len(channel))
+    owner = np.full(len(channel), root)
+    init = local_copies(b, owner, INPUT, off, OUTPUT, off, size, channel=channel, step=chunk)
+    _reduce_into(b, n, owner, off, off, size, init, channel, chunk)
+    return b.build()
+
+
+def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n, blk = spec.nranks, spec.block_count
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    poff, psize = split(blk, len(channel))
+    peers = _peers(n)
+    local_copies(b, np.arange(n), INPUT, 0, OUTPUT, np.arange(n) * blk, blk)
+    getter = np.repeat(np.arange(n), (n - 1) * len(channel))
+    owner = np.repeat(peers.ravel(), len(channel))
+    lane = np.tile(np.arange(len(channel)), n * (n - 1))
+    t = np.tile(np.repeat(np.arange(n - 1), len(channel)), n)
+    local_copies(
+        b,
+        owner,
+        INPUT,
+        poff[lane],
+        OUTPUT,
+        owner * blk + poff[lane],
+        psize[lane],
+        dst_rank=getter,
+        rank=getter,
+        channel=channel[lane],
+        step=chunk[lane] + t,
+    )
+    return b.build()
+
+
+def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n, root = spec.nranks, spec.root
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    off, size = split(spec.count, len(channel))
+    local_copies(b, [root], INPUT, 0, OUTPUT, 0, spec.count)
+    getter = np.repeat(_peers(n)[root], len(channel))
+    lane = np.tile(np.arange(len(channel)), n - 1)
+    local_copies(
+        b,
+        np.full(len(getter), root),
+        INPUT,
+        off[lane],
+        OUTPUT,
+        off[lane],
+        size[lane],
+        dst_rank=getter,
+        rank=getter,
+        channel=channel[lane],
+        step=chunk[lane],
+    )
+    return b.build()
+
+
+def all_to_all(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Pairwise exchange: at step t rank r puts its block (r+t) % n into rank (r+t)'s block r."""
+    n, blk = spec.nranks, spec.block_count
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    poff, psize = split(blk, len(channel))
+    sender = np.repeat(np.arange(n), n * len(channel))
+    t = np.tile(np.repeat(np.arange(n), len(channel)), n)
+    lane = np.tile(np.arange(len(channel)), n * n)
+    dest = (sender + t) % n
+    local_copies(
+        b,
+        sender,
+        INPUT,
+        dest * blk + poff[lane],
+        OUTPUT,
+        sender * blk + poff[lane],
+        psize[lane],
+        dst_rank=dest,
+        channel=channel[lane],
+        step=chunk[lane] + t,
+    )
+    return b.build()
+
+
+def send_recv(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    n = spec.nranks
+    b = ScheduleBuilder(spec, "direct", params=params)
+    channel, chunk = _lanes(params)
+    off, size = split(spec.count, len(channel))
+    src = np.repeat(np.arange(n), len(channel))
+    lane = np.tile(np.arange(len(channel)), n)
+    local_copies(
+        b,
+        src,
+        INPUT,
+        off[lane],
+        OUTPUT,
+        off[lane],
+        size[lane],
+        dst_rank=(src + 1) % n,
+        channel=channel[lane],
+        step=chunk[lane],
+    )
+    return b.build()
+
+
+BUILDERS = {
+    "all_reduce": all_reduce,
+    "reduce_scatter": reduce_scatter,
+    "all_gather": all_gather,
+    "broadcast": broadcast,
+    "reduce": reduce,
+    "all_to_all": all_to_all,
+    "send_recv": send_recv,
+}

@@ -1,0 +1,368 @@
+"""Ring algorithms (NCCL's ``ring``): all_reduce, reduce_scatter, all_gather, and pipelined chains.
+
+Lanes
+    The data is cut into ``chunks x channels x directions`` *lanes*. A lane is one ring (a rank
+    order) carrying one piece of every block; the lane of chunk ``c``, channel ``k`` and direction
+    ``d`` is ``(c * channels + k) * directions + d`` and its channel tag is ``k + d * channels``
+    (so a bidirectional ring of ``channels=K`` has ``2K`` channel tags, the reverse rings last).
+    ``orders=[[...], ...]`` gives one rank order per channel; ``bidirectional=True`` adds the
+    reverse of every order and halves the data per direction.
+
+all_reduce (reduce-scatter then all-gather, ``2(n-1)`` steps). Lane region split into n blocks;
+block ``j`` starts at ring position ``j`` and is reduced hop by hop into the output of the next
+rank; position ``j-1`` ends with the full sum and the all-gather passes it on::
+
+    n=4, block 0 (R = reduce into the receiver's output, C = copy):
+    step    0        1        2        3        4        5
+    p0 ->R p1 ->R p2 ->R p3 ->C p0 ->C p1 ->C p2
+    (blocks 1..3 do the same, rotated by one position each, at the same steps)
+
+Before receiving, each rank copies its own input into its output (two local copies per lane:
+the blocks before and after its own), so that ``reduce`` (``dst = dst op src``) has a target.
+
+Chains (broadcast, reduce): each lane's piece travels ``root -> p1 -> ... -> p(n-1)`` (reduce:
+the other way round, accumulating in scratch). Chunk ``c`` at hop ``t`` has step tag ``c + t``::
+
+    chunks=3, n=4 broadcast   step 0   1   2   3   4
+    chunk 0                   r0->r1 r1->r2 r2->r3
+    chunk 1                          r0->r1 r1->r2 r2->r3
+    chunk 2                                 r0->r1 r1->r2 r2->r3
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scaleup.collectives.algorithms._common import (
+    INPUT,
+    NONE,
+    OUTPUT,
+    SCRATCH,
+    chains,
+    check_int,
+    local_copies,
+    split,
+)  # fmt: skip
+from scaleup.collectives.build import ScheduleBuilder
+from scaleup.collectives.schedule import OpKind, Schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import UsageError
+
+__all__ = ["BUILDERS", "PARAMS", "Lanes", "lanes", "normalise"]
+
+PARAMS: dict[str, Any] = {"channels": None, "chunks": 1, "bidirectional": False, "orders": None}
+
+
+class Lanes:
+    """The rings of a schedule: ``orders`` (R, n) ranks by position, ``channel``, ``chunk`` (R,)."""
+
+    def __init__(self, orders: np.ndarray, channel: np.ndarray, chunk: np.ndarray) -> None:
+        self.orders = orders
+        self.channel = channel
+        self.chunk = chunk
+        self.positions = np.argsort(orders, axis=1)  # positions[l, rank] = ring position
+
+    def __len__(self) -> int:
+        return len(self.orders)
+
+
+def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Validate ring parameters; ``channels`` defaults to ``len(orders)`` or 1."""
+    n = spec.nranks
+    orders = params.get("orders")
+    if orders is not None:
+        try:
+            orders = [[int(r) for r in order] for order in orders]
+        except (TypeError, ValueError) as error:
+            raise UsageError(
+                "parameter orders must be a list of rank lists", source="orders"
+            ) from error
+        if not orders:
+            raise UsageError("parameter orders must hold at least one rank order", source="orders")
+        for order in orders:
+            if sorted(order) != list(range(n)):
+                raise UsageError(
+                    f"parameter orders: {order} is not a permutation of 0..{n - 1}", source="orders"
+                )
+        if params.get("channels") not in (None, len(orders)):
+            raise UsageError(
+                f"parameter channels={params['channels']} contradicts {len(orders)} orders",
+                source="channels",
+            )
+    channels = check_int("channels", params.get("channels") or (len(orders) if orders else 1))
+    return {
+        **params,
+        "channels": channels,
+        "chunks": check_int("chunks", params.get("chunks", 1)),
+        "bidirectional": bool(params.get("bidirectional", False)),
+        "orders": orders,
+    }
+
+
+def lanes(n: int, params: dict[str, Any]) -> Lanes:
+    """The lanes (rings) for ``params`` over ``n`` ranks."""
+    k, c = params["channels"], params["chunks"]
+    base = np.asarray(params["orders"] or [list(range(n))] * k, dtype=np.int64)
+    directions = 2 if params["bidirectional"] else 1
+    orders, channel, chunk = [], [], []
+    for ci in range(c):
+        for ki in range(k):
+            for d in range(directions):
+                orders.append(base[ki] if d == 0 else base[ki][::-1])
+                channel.append(ki + d * k)
+                chunk.append(ci)
+    return Lanes(np.asarray(orders, dtype=np.int64), np.asarray(channel), np.asarray(chunk))
+
+
+def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> ScheduleBuilder:
+    return ScheduleBuilder(spec, "ring", scratch_count=scratch, params=params)
+
+
+def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Ring all_reduce: reduce-scatter + all-gather over every lane (see module docstring)."""
+    n, ln = spec.nranks, lanes(spec.nranks, params)
+    b = _builder(spec, params)
+    r_count = len(ln)
+    reg_off, reg_size = split(spec.count, r_count)
+    rel = np.array([split(int(s), n)[0] for s in reg_size])  # (R, n) block offsets in region
+    bsize = np.array([split(int(s), n)[1] for s in reg_size])
+    boff = reg_off[:, None] + rel  # (R, n)
+    # init copies at ring position p: blocks [0, p) and [p+1, n) of the lane's region
+    low_size = boff - reg_off[:, None]
+    high_off = boff + bsize
+    high_size = (reg_off + reg_size)[:, None] - high_off
+    ranks_at = ln.orders  # (R, n) by position
+    step0 = np.zeros((r_count, n), dtype=np.int64)
+    init_low = local_copies(
+        b,
+        ranks_at,
+        INPUT,
+        np.broadcast_to(reg_off[:, None], (r_count, n)),
+        OUTPUT,
+        np.broadcast_to(reg_off[:, None], (r_count, n)),
+        low_size,
+        step=step0,
+        channel=np.broadcast_to(ln.channel[:, None], (r_count, n)),
+    ).reshape(r_count, n)
+    init_high = local_copies(
+        b,
+        ranks_at,
+        INPUT,
+        high_off,
+        OUTPUT,
+        high_off,
+        high_size,
+        step=step0,
+        channel=np.broadcast_to(ln.channel[:, None], (r_count, n)),
+    ).reshape(r_count, n)
+    j = np.arange(n)
+    pos = (j[:, None] + np.arange(n)[None, :]) % n  # pos[j, t]: block j's chain, RS
+    lane_idx = np.repeat(np.arange(r_count), n)
+    block_idx = np.tile(j, r_count)
+    rs_ranks = ranks_at[lane_idx[:, None], pos[block_idx]]  # (R*n, n)
+    recv_pos = pos[block_idx][:, 1:]  # (R*n, n-1)
+    use_low = block_idx[:, None] < recv_pos
+    hop_deps = np.where(
+        use_low, init_low[lane_idx[:, None], recv_pos], init_high[lane_idx[:, None], recv_pos]
+    )
+    off = boff[lane_idx, block_idx]
+    cnt = bsize[lane_idx, block_idx]
+    ch = ln.channel[lane_idx]
+    hops = np.arange(n - 1)
+    src_buf = np.where(hops == 0, INPUT, OUTPUT)
+    rs = chains(
+        b,
+        OpKind.REDUCE,
+        rs_ranks,
+        src_buf,
+        OUTPUT,
+        off[:, None],
+        off[:, None],
+        cnt,
+        hop_deps=hop_deps,
+        channel=ch,
+        step=hops[None, :],
+    )
+    ag_pos = (j[:, None] - 1 + np.arange(n)[None, :]) % n
+    ag_ranks = ranks_at[lane_idx[:, None], ag_pos[block_idx]]
+    chains(
+        b,
+        OpKind.COPY,
+        ag_ranks,
+        OUTPUT,
+        OUTPUT,
+        off[:, None],
+        off[:, None],
+        cnt,
+        first_deps=rs[:, -1:],
+        channel=ch,
+        step=(n - 1 + hops)[None, :],
+    )
+    return b.build()
+
+
+def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Ring reduce_scatter: block j's pieces travel from the owner's successor round to rank j."""
+    n, ln, blk = spec.nranks, lanes(spec.nranks, params), spec.block_count
+    b = _builder(spec, params, scratch=spec.input_count)
+    r_count = len(ln)
+    poff, psize = split(blk, r_count)
+    j = np.arange(n)
+    # scratch init at rank q for block j when q is an intermediate (position >= owner + 2)
+    rel = (ln.positions[:, :, None] - ln.positions[:, None, :]) % n  # (R, q, j)
+    need = np.any(rel >= 2, axis=0)
+    qq, jj = np.nonzero(need)
+    scratch_init = np.full((n, n), NONE, dtype=np.int64)
+    scratch_init[qq, jj] = local_copies(b, qq, INPUT, jj * blk, SCRATCH, jj * blk, blk)
+    out_init = local_copies(b, j, INPUT, j * blk, OUTPUT, 0, blk)
+    lane_idx = np.repeat(np.arange(r_count), n)
+    block_idx = np.tile(j, r_count)
+    owner_pos = ln.positions[lane_idx, block_idx]
+    pos = (owner_pos[:, None] + 1 + np.arange(n)[None, :]) % n
+    ranks = ln.orders[lane_idx[:, None], pos]  # (R*n, n), last = owner
+    hops = np.arange(n - 1)
+    last = hops == n - 2
+    src_buf = np.where(hops == 0, INPUT, SCRATCH)
+    dst_buf = np.where(last, OUTPUT, SCRATCH)
+    off = block_idx * blk + poff[lane_idx]
+    dst_off = np.where(last[None, :], poff[lane_idx][:, None], off[:, None])
+    recv = ranks[:, 1:]
+    hop_deps = np.where(
+        last[None, :], out_init[block_idx][:, None], scratch_init[recv, block_idx[:, None]]
+    )
+    chains(
+        b,
+        OpKind.REDUCE,
+        ranks,
+        src_buf,
+        dst_buf,
+        off[:, None],
+        dst_off,
+        psize[lane_idx],
+        hop_deps=hop_deps,
+        channel=ln.channel[lane_idx],
+        step=hops[None, :],
+    )
+    return b.build()
+
+
+def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Ring all_gather: each owner copies its block locally and sends it round the ring."""
+    n, ln, blk = spec.nranks, lanes(spec.nranks, params), spec.block_count
+    b = _builder(spec, params)
+    r_count = len(ln)
+    poff, psize = split(blk, r_count)
+    j = np.arange(n)
+    local_copies(b, j, INPUT, 0, OUTPUT, j * blk, blk)
+    lane_idx = np.repeat(np.arange(r_count), n)
+    block_idx = np.tile(j, r_count)
+    owner_pos = ln.positions[lane_idx, block_idx]
+    pos = (owner_pos[:, None] + np.arange(n)[None, :]) % n
+    ranks = ln.orders[lane_idx[:, None], pos]
+    hops = np.arange(n - 1)
+    off = block_idx * blk + poff[lane_idx]
+    src_off = np.where(hops[None, :] == 0, poff[lane_idx][:, None], off[:, None])
+    chains(
+        b,
+        OpKind.COPY,
+        ranks,
+        np.where(hops == 0, INPUT, OUTPUT),
+        OUTPUT,
+        src_off,
+        off[:, None],
+        psize[lane_idx],
+        channel=ln.channel[lane_idx],
+        step=hops[None, :],
+    )
+    return b.build()
+
+
+def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Pipelined chain broadcast from the root along each lane's ring order."""
+    n, ln, root = spec.nranks, lanes(spec.nranks, params), spec.root
+    b = _builder(spec, params)
+    reg_off, reg_size = split(spec.count, len(ln))
+    local_copies(b, [root], INPUT, 0, OUTPUT, 0, spec.count)
+    pos = (ln.positions[:, root][:, None] + np.arange(n)[None, :]) % n
+    ranks = np.take_along_axis(ln.orders, pos, axis=1)
+    hops = np.arange(n - 1)
+    chains(
+        b,
+        OpKind.COPY,
+        ranks,
+        np.where(hops == 0, INPUT, OUTPUT),
+        OUTPUT,
+        reg_off[:, None],
+        reg_off[:, None],
+        reg_size,
+        channel=ln.channel,
+        step=ln.chunk[:, None] + hops[None, :],
+    )
+    return b.build()
+
+
+def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Pipelined chain reduce towards the root (partial sums in scratch)."""
+    n, ln, root = spec.nranks, lanes(spec.nranks, params), spec.root
+    r_count = len(ln)
+    b = _builder(spec, params, scratch=spec.count)
+    reg_off, reg_size = split(spec.count, r_count)
+    out_init = local_copies(b, [root], INPUT, 0, OUTPUT, 0, spec.count)[0]
+    pos = (ln.positions[:, root][:, None] + 1 + np.arange(n)[None, :]) % n
+    ranks = np.take_along_axis(ln.orders, pos, axis=1)  # last = root
+    hops = np.arange(n - 1)
+    last = hops == n - 2
+    inter = ranks[:, 1:-1].ravel()  # ranks that accumulate in scratch
+    lane_of = np.repeat(np.arange(r_count), n - 2)
+    init = local_copies(
+        b, inter, INPUT, reg_off[lane_of], SCRATCH, reg_off[lane_of], reg_size[lane_of]
+    )
+    hop_deps = np.full((r_count, n - 1), out_init, dtype=np.int64)
+    hop_deps[:, :-1] = init.reshape(r_count, n - 2)
+    chains(
+        b,
+        OpKind.REDUCE,
+        ranks,
+        np.where(hops == 0, INPUT, SCRATCH),
+        np.where(last, OUTPUT, SCRATCH),
+        reg_off[:, None],
+        reg_off[:, None],
+        reg_size,
+        hop_deps=hop_deps,
+        channel=ln.channel,
+        step=ln.chunk[:, None] + hops[None, :],
+    )
+    return b.build()
+
+
+def send_recv(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Every rank puts its buffer into rank + 1's output, split over lanes."""
+    n, ln = spec.nranks, lanes(spec.nranks, params)
+    b = _builder(spec, params)
+    reg_off, reg_size = split(spec.count, len(ln))
+    src = np.repeat(np.arange(n), len(ln))
+    lane = np.tile(np.arange(len(ln)), n)
+    local_copies(
+        b,
+        src,
+        INPUT,
+        reg_off[lane],
+        OUTPUT,
+        reg_off[lane],
+        reg_size[lane],
+        dst_rank=(src + 1) % n,
+        channel=ln.channel[lane],
+    )
+    return b.build()
+
+
+BUILDERS = {
+    "all_reduce": all_reduce,
+    "reduce_scatter": reduce_scatter,
+    "all_gather": all_gather,
+    "broadcast": broadcast,
+    "reduce": reduce,
+    "send_recv": send_recv,
+}
