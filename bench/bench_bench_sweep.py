@@ -1,0 +1,53 @@
+"""Speed of the full ``scaleup bench`` sweep (8 B - 8 GB, -f 2, tuner included).
+
+Usage (from the repository root)::
+
+    python bench/bench_bench_sweep.py [--repeat 3] [PRESET ...]
+
+Targets (issue 4): dgx-h100 <= 2 s, gb200-nvl72 <= 5 s. Each run starts from cold caches (the
+tuner's per-topology caches and the verification cache are cleared), so the figure is what a
+fresh ``scaleup bench`` process pays after import. Prints one line per preset; the best of
+``--repeat`` runs counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+from scaleup.bench import bench_rows
+from scaleup.sim import tuner
+from scaleup.topology import resolve_topology
+
+TARGETS_S = {"dgx-h100": 2.0, "gb200-nvl72": 5.0}
+
+
+def _cold() -> None:
+    tuner._cached_context.cache_clear()  # noqa: SLF001 - benchmark resets the tuner's caches
+    tuner.verified.cache_clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("presets", nargs="*", default=list(TARGETS_S))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    for name in args.presets:
+        topo = resolve_topology(name)
+        best = float("inf")
+        rows = []
+        for _ in range(args.repeat):
+            _cold()
+            start = time.perf_counter()
+            rows = bench_rows(topo, "all_reduce", 8, 8 * 1024**3, 2)
+            best = min(best, time.perf_counter() - start)
+        target = TARGETS_S.get(name)
+        verdict = "" if target is None else (" OK" if best <= target else f" OVER {target:.0f} s target")
+        print(f"{name}: {len(rows)} sizes in {best:.2f} s (best of {args.repeat}){verdict}; "
+              f"8 GB: {rows[-1].algo}/{rows[-1].proto}/{rows[-1].channels} busbw {rows[-1].busbw_gb_per_s:.1f} GB/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""``scaleup bench`` through typer's runner: tables on every preset, flags, JSON/CSV/plot, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from scaleup.cli import app
+from scaleup.topology import list_presets
+
+runner = CliRunner()
+
+
+def _run(*args: str):
+    return runner.invoke(app, ["bench", *args])
+
+
+def _data_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.strip() and not line.startswith("#")]
+
+
+#: Presets above this many accelerators run on their first 8 here: a 72- or 128-rank sweep costs
+#: minutes of simulation (bench/bench_bench_sweep.py measures it), too slow for the unit suite.
+_FULL_RANKS_UP_TO = 16
+
+
+@pytest.mark.parametrize("preset", sorted(list_presets()))
+def test_every_preset_prints_a_full_table(preset):
+    from scaleup.topology import resolve_topology
+
+    extra = [] if len(resolve_topology(preset).accelerators) <= _FULL_RANKS_UP_TO else ["--ranks", "8"]
+    result = _run("--topology", preset, "-b", "8", "-e", "64K", *extra)
+    assert result.exit_code == 0, result.output
+    lines = _data_lines(result.output)
+    assert len(lines) == 14  # 8 B .. 64 KiB, -f 2
+    assert "# Avg bus bandwidth" in result.output
+    assert "busbw" in result.output and "linkbw" in result.output
+
+
+def test_default_is_the_quickstart_table():
+    result = _run()
+    assert result.exit_code == 0, result.output
+    lines = _data_lines(result.output)
+    assert len(lines) == 31  # all_reduce_perf -b 8 -e 8G -f 2
+    assert lines[0].split()[0] == "8" and lines[-1].split()[0] == str(8 * 1024**3)
+    assert "# Topology dgx-h100" in result.output
+    assert "nvls" in lines[-1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--op", "all_sum"],
+        ["-b", "1M", "-e", "8"],
+        ["--topology", "no-such-machine"],
+        ["-f", "1"],
+        ["-b", "eight"],
+        ["--proto", "fast"],
+        ["--ranks", "99"],
+        ["-o", "avg"],
+        ["--runtime", "tcp", "-n", "2"],
+        ["--runtime", "shm"],
+        ["-n", "2"],
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(args):
+    result = _run(*args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert result.output.startswith("error:")
+
+
+def test_json_rows():
+    result = _run("-e", "1M", "-b", "1K", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 11
+    for row in rows:
+        for key in ("bytes", "time_us", "algbw_gb_per_s", "busbw_gb_per_s", "algo", "proto"):
+            assert key in row
+
+
+def test_csv_rows():
+    result = _run("-e", "64K", "-b", "1K", "--csv", "--op", "all_gather")
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("topology,collective,bytes")
+    assert len(lines) == 1 + 7
+
+
+def test_plot_writes_png(tmp_path):
+    out = tmp_path / "busbw.png"
+    result = _run("-e", "1M", "--topology", "dgx-h100,mi300x-8", "--plot", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_topologies_in_one_table():
+    result = _run("-b", "1M", "-e", "16M", "--topology", "dgx-h100,pcie-8")
+    assert result.exit_code == 0, result.output
+    header = [line for line in result.output.splitlines() if line.startswith("#") and "dgx-h100" in line
+              and "pcie-8" in line]
+    assert header, result.output
+    lines = _data_lines(result.output)
+    assert len(lines) == 5
+    assert result.output.count("# Avg bus bandwidth") == 2
+
+
+def test_no_p2p_is_slower_on_pcie8():
+    def time_us(*extra: str) -> float:
+        result = _run("--topology", "pcie-8", "-b", "64M", "-e", "64M", "--json", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)[0]["time_us"]
+
+    assert time_us("--no-p2p") > time_us()
+
+
+def test_ranks_algo_proto_flags():
+    result = _run("-b", "1M", "-e", "1M", "--ranks", "4", "--algo", "ring", "--proto", "simple", "--json")
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)[0]
+    assert (row["nranks"], row["algo"], row["proto"]) == (4, "ring", "simple")
+
+
+def test_runtime_dispatch():
+    result = _run("--runtime", "shm", "-n", "2", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1", "--json")
+    if result.exit_code == 2 and "runtime measurement not available" in result.output:
+        pytest.skip("the runtime stream's measurer is not installed")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["bytes"] for r in rows] == [1024, 2048, 4096]
