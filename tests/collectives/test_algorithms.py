@@ -149,5 +149,5 @@ def test_large_builds_are_fast() -> None:
     start = time.perf_counter()
     s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=1024, count=1 << 20))
     elapsed = time.perf_counter() - start
-    assert s.n_ops == 2 * 1024 * 1023 + 2 * 1023
+    assert s.n_ops == 3 * 1024 * 1023
     assert elapsed < 6.0  # ~0.5 s alone; slack for a loaded 2-core CI machine
