@@ -2,7 +2,8 @@
 
 ``simulate(schedule, topology, dtype=, protocol=, ranks=, solver=)`` returns a :class:`SimResult`;
 :func:`compile_schedule` binds a schedule to a topology once for many runs (protocols, sizes).
-The tuner and ``collective_time_s`` live in :mod:`scaleup.sim.tuner` (re-exported lazily here:
+The tuner (:mod:`scaleup.sim.tuner`) and ``collective_time_s`` (:mod:`scaleup.sim.collective_time`,
+re-exported lazily here:
 the tuner imports the algorithm library, which must not be imported by the simulator core).
 """
 
@@ -27,7 +28,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "collective_time_s":
-        from scaleup.sim import tuner  # noqa: PLC0415 - lazy: avoids an import cycle
+        from scaleup.sim import collective_time  # noqa: PLC0415 - lazy: avoids an import cycle
 
-        return tuner.collective_time_s
+        return collective_time.collective_time_s
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
