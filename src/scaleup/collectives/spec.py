@@ -208,8 +208,9 @@ class CollectiveSpec:
     def make_inputs(self, dtype: str | np.dtype = "float32", *, seed: int = 0) -> list[np.ndarray]:
         """Rank-distinct input buffers (the precondition), small values so sums stay exact-ish.
 
-        Integers are in [-8, 8] (prod of up to 16 ranks stays inside int32 for |x| <= 3, so prod
-        uses [1, 3]); floats are multiples of 1/8 in [-2, 2], exactly representable in float16.
+        Integers are in [-8, 8] (prod uses [1, 3]: 3**16 stays inside int32); floats are multiples
+        of 1/8 in [-2, 2], exactly representable in float16 (prod uses +-1 and +-2, so products are
+        powers of two: exact in every reduction order, overflowing float16 only to equal infinities).
         """
         np_dtype = numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
         rng = np.random.default_rng(seed)
@@ -218,7 +219,9 @@ class CollectiveSpec:
         for _rank in range(self.nranks):
             # draw in int8 and convert once: a 64-rank, 1M-element input is 64M values
             if self.redop == "prod" and self.reduces:
-                values = rng.integers(1, 3, size=n, endpoint=True, dtype=np.int8)
+                # floats: +-1, +-2, so every product is a power of two, exact in any order
+                high = 3 if np_dtype.kind in "iu" else 2
+                values = rng.integers(1, high, size=n, endpoint=True, dtype=np.int8)
                 if np_dtype.kind == "f":
                     values = values * rng.choice(np.array([-1, 1], dtype=np.int8), n)
                 array = values.astype(np_dtype)
