@@ -44,9 +44,13 @@ def main() -> None:
             rows = bench_rows(topo, "all_reduce", 8, 8 * 1024**3, 2)
             best = min(best, time.perf_counter() - start)
         target = TARGETS_S.get(name)
-        verdict = "" if target is None else (" OK" if best <= target else f" OVER {target:.0f} s target")
-        print(f"{name}: {len(rows)} sizes in {best:.2f} s (best of {args.repeat}){verdict}; "
-              f"8 GB: {rows[-1].algo}/{rows[-1].proto}/{rows[-1].channels} busbw {rows[-1].busbw_gb_per_s:.1f} GB/s")
+        verdict = (
+            "" if target is None else (" OK" if best <= target else f" OVER {target:.0f} s target")
+        )
+        print(
+            f"{name}: {len(rows)} sizes in {best:.2f} s (best of {args.repeat}){verdict}; "
+            f"8 GB: {rows[-1].algo}/{rows[-1].proto}/{rows[-1].channels} busbw {rows[-1].busbw_gb_per_s:.1f} GB/s"
+        )
 
 
 if __name__ == "__main__":

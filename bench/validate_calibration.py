@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv", nargs="?", default=str(ROOT / "docs" / "calibration" / "measured.csv"))
+    parser.add_argument(
+        "csv", nargs="?", default=str(ROOT / "docs" / "calibration" / "measured.csv")
+    )
     parser.add_argument("-o", "--output", default=str(ROOT / "docs" / "validation.md"))
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -33,11 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.output).write_text(text, encoding="utf-8")
     elapsed = time.perf_counter() - start
     print(f"wrote {args.output} in {elapsed:.1f} s")
-    print(f"median |busbw error| >= 64 MiB: {summary.median_busbw_error_big * 100:.1f}% ({summary.n_big} rows)")
-    print(f"median |time error|  <= 64 KiB: {summary.median_time_error_small * 100:.1f}% ({summary.n_small} rows)")
-    print(f"worst system >= 64 MiB: {summary.worst_system_big} {summary.worst_error_big * 100:.1f}%")
-    ok = (summary.median_busbw_error_big <= 0.10 and summary.median_time_error_small <= 0.25
-          and summary.worst_error_big <= 0.25)
+    print(
+        f"median |busbw error| >= 64 MiB: {summary.median_busbw_error_big * 100:.1f}% ({summary.n_big} rows)"
+    )
+    print(
+        f"median |time error|  <= 64 KiB: {summary.median_time_error_small * 100:.1f}% ({summary.n_small} rows)"
+    )
+    print(
+        f"worst system >= 64 MiB: {summary.worst_system_big} {summary.worst_error_big * 100:.1f}%"
+    )
+    ok = (
+        summary.median_busbw_error_big <= 0.10
+        and summary.median_time_error_small <= 0.25
+        and summary.worst_error_big <= 0.25
+    )
     return 0 if ok else 1
 
 

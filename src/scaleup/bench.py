@@ -61,7 +61,9 @@ def sizes(min_bytes: int, max_bytes: int, factor: float = 2) -> list[int]:
     return out
 
 
-def nccl_size_and_count(collective: str, nbytes: int, itemsize: int, nranks: int) -> tuple[int, int, int]:
+def nccl_size_and_count(
+    collective: str, nbytes: int, itemsize: int, nranks: int
+) -> tuple[int, int, int]:
     """(printed size in bytes, printed count, CollectiveSpec count) as nccl-tests computes them.
 
     >>> nccl_size_and_count("all_gather", 100, 4, 8)
@@ -146,13 +148,16 @@ def bench_rows(
     from scaleup.sim.tuner import tune_sweep
 
     if collective not in COLLECTIVES:
-        raise UsageError(f"unknown op {collective!r}; known: {', '.join(COLLECTIVES)}", source="--op")
+        raise UsageError(
+            f"unknown op {collective!r}; known: {', '.join(COLLECTIVES)}", source="--op"
+        )
     topo = _resolve(topology)
     itemsize = numpy_dtype(dtype).itemsize
     n = len(topo.accelerators) if nranks is None else int(nranks)
     if not 1 <= n <= len(topo.accelerators):
         raise UsageError(
-            f"--ranks must be in 1..{len(topo.accelerators)} on {topo.name}, got {n}", source="--ranks"
+            f"--ranks must be in 1..{len(topo.accelerators)} on {topo.name}, got {n}",
+            source="--ranks",
         )
     if collective in ROOTED and not 0 <= root < n:
         raise UsageError(f"--root must be in 0..{n - 1}, got {root}", source="--root")

@@ -35,7 +35,9 @@ def test_rows_have_nccl_tests_factors(collective):
         assert r.linkbw_gb_per_s is not None and r.linkbw_gb_per_s >= 0
         assert r.nranks == 8 and r.runtime == "sim"
         assert r.root == (0 if collective in ("broadcast", "reduce") else -1)
-        assert r.redop == ("sum" if collective in ("all_reduce", "reduce_scatter", "reduce") else "none")
+        assert r.redop == (
+            "sum" if collective in ("all_reduce", "reduce_scatter", "reduce") else "none"
+        )
     if collective == "all_reduce":
         assert rows[0].busbw_gb_per_s / rows[0].algbw_gb_per_s == pytest.approx(1.75)
     if collective == "all_gather":
@@ -54,7 +56,9 @@ def test_no_p2p_is_slower_on_pcie8():
 
     t = resolve_topology("pcie-8")
     p2p = bench_rows(t, min_bytes=64 * 1024**2, max_bytes=64 * 1024**2)[0]
-    staged = bench_rows(t.with_peer_access(False), min_bytes=64 * 1024**2, max_bytes=64 * 1024**2)[0]
+    staged = bench_rows(t.with_peer_access(False), min_bytes=64 * 1024**2, max_bytes=64 * 1024**2)[
+        0
+    ]
     assert staged.time_us > p2p.time_us
 
 

@@ -21,7 +21,11 @@ MEASURED = Path(__file__).resolve().parents[2] / "docs" / "calibration" / "measu
 
 
 #: Systems cheap to simulate (8 ranks), for the fast tests; the bounds test uses every row.
-_FAST = ("Azure ND H200 v5 (1 VM)", "HGX H100 single node", "DGX A100 multi-node (maintainer statement)")
+_FAST = (
+    "Azure ND H200 v5 (1 VM)",
+    "HGX H100 single node",
+    "DGX A100 multi-node (maintainer statement)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +48,34 @@ def test_every_measured_system_is_in_the_mapping_table():
 
 
 @pytest.mark.slow
+def test_summary_bounds_big_messages(comparisons):
+    """>= 64 MiB: median |busbw error| <= 10% (a real assertion)."""
+    summary = summarize(comparisons)
+    assert summary.n_big >= 10
+    assert summary.median_busbw_error_big <= 0.10
+
+
+@pytest.mark.slow
 @pytest.mark.xfail(
-    reason="model gaps reported to SIM/COLL in coord requests (2026-12-02): small-message latency "
-    "~30-50% low, hierarchical all_reduce phases not pipelined (2x p5), MI300X rings; see docs/validation.md",
+    reason="A100 ring at 128 MiB +27% (mid-size ramp, docs/validation.md 'Model notes'); "
+    "every other system is within 25%",
     strict=False,
 )
-def test_summary_bounds(comparisons):
+def test_summary_bounds_worst_system(comparisons):
     summary = summarize(comparisons)
-    assert summary.n_big >= 10 and summary.n_small >= 8
-    assert summary.median_busbw_error_big <= 0.10
-    assert summary.median_time_error_small <= 0.25
     assert summary.worst_error_big <= 0.25, summary.per_system_big
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="needs the kernel-launch term requested from PERF (coord requests, 'From CAL'): "
+    "nccl-tests' time includes the host launch the simulator does not charge yet",
+    strict=False,
+)
+def test_summary_bounds_small_messages(comparisons):
+    summary = summarize(comparisons)
+    assert summary.n_small >= 8
+    assert summary.median_time_error_small <= 0.25
 
 
 def test_exclusions_carry_reasons(fast_comparisons):

@@ -24,7 +24,15 @@ def _exhaustive_min(topology, collective, nbytes, **kw):
     """The least simulated time over every candidate, each simulated on its own (pinned)."""
     times = []
     for c in candidates(topology, collective, ranks=None):
-        choice = tune(topology, collective, nbytes, algo=c.algorithm, proto=c.protocol, channels=c.channels, **kw)
+        choice = tune(
+            topology,
+            collective,
+            nbytes,
+            algo=c.algorithm,
+            proto=c.protocol,
+            channels=c.channels,
+            **kw,
+        )
         times.append(choice.time_s)
     return min(times)
 
@@ -92,5 +100,9 @@ def test_scaled_structure_matches_a_direct_simulation():
     from scaleup.sim import simulate
 
     choice = tune(DGX, "all_reduce", 1 << 28, algo="ring", proto="simple", channels=4)
-    schedule = build_schedule("ring", CollectiveSpec("all_reduce", 8, (1 << 28) // 4), channels=4, chunks=choice.chunks)
-    assert simulate(schedule, DGX, protocol="simple").time_s == pytest.approx(choice.time_s, rel=1e-6)
+    schedule = build_schedule(
+        "ring", CollectiveSpec("all_reduce", 8, (1 << 28) // 4), channels=4, chunks=choice.chunks
+    )
+    assert simulate(schedule, DGX, protocol="simple").time_s == pytest.approx(
+        choice.time_s, rel=1e-6
+    )

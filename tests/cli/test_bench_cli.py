@@ -30,7 +30,9 @@ _FULL_RANKS_UP_TO = 16
 def test_every_preset_prints_a_full_table(preset):
     from scaleup.topology import resolve_topology
 
-    extra = [] if len(resolve_topology(preset).accelerators) <= _FULL_RANKS_UP_TO else ["--ranks", "8"]
+    extra = (
+        [] if len(resolve_topology(preset).accelerators) <= _FULL_RANKS_UP_TO else ["--ranks", "8"]
+    )
     result = _run("--topology", preset, "-b", "8", "-e", "64K", *extra)
     assert result.exit_code == 0, result.output
     lines = _data_lines(result.output)
@@ -101,8 +103,11 @@ def test_plot_writes_png(tmp_path):
 def test_compare_topologies_in_one_table():
     result = _run("-b", "1M", "-e", "16M", "--topology", "dgx-h100,pcie-8")
     assert result.exit_code == 0, result.output
-    header = [line for line in result.output.splitlines() if line.startswith("#") and "dgx-h100" in line
-              and "pcie-8" in line]
+    header = [
+        line
+        for line in result.output.splitlines()
+        if line.startswith("#") and "dgx-h100" in line and "pcie-8" in line
+    ]
     assert header, result.output
     lines = _data_lines(result.output)
     assert len(lines) == 5
@@ -119,14 +124,30 @@ def test_no_p2p_is_slower_on_pcie8():
 
 
 def test_ranks_algo_proto_flags():
-    result = _run("-b", "1M", "-e", "1M", "--ranks", "4", "--algo", "ring", "--proto", "simple", "--json")
+    result = _run(
+        "-b", "1M", "-e", "1M", "--ranks", "4", "--algo", "ring", "--proto", "simple", "--json"
+    )
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)[0]
     assert (row["nranks"], row["algo"], row["proto"]) == (4, "ring", "simple")
 
 
 def test_runtime_dispatch():
-    result = _run("--runtime", "shm", "-n", "2", "-b", "1K", "-e", "4K", "--iters", "2", "--warmup", "1", "--json")
+    result = _run(
+        "--runtime",
+        "shm",
+        "-n",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--json",
+    )
     if result.exit_code == 2 and "runtime measurement not available" in result.output:
         pytest.skip("the runtime stream's measurer is not installed")
     assert result.exit_code == 0, result.output

@@ -76,15 +76,26 @@ def _header_lines(label: str, topo: Any, rows: list[BenchRow], args: dict[str, A
         "# Using devices",
     ]
     if len(accs) <= 16:
-        lines += [f"#  Rank {r:2d} device {a.id} node {a.node} {a.type}" for r, a in enumerate(accs)]
+        lines += [
+            f"#  Rank {r:2d} device {a.id} node {a.node} {a.type}" for r, a in enumerate(accs)
+        ]
     else:
-        lines.append(f"#  Ranks 0..{len(accs) - 1}: devices {accs[0].id} .. {accs[-1].id} ({len(accs)} x {'/'.join(types)})")
+        lines.append(
+            f"#  Ranks 0..{len(accs) - 1}: devices {accs[0].id} .. {accs[-1].id} ({len(accs)} x {'/'.join(types)})"
+        )
     return lines
 
 
 #: nccl-tests' type column names.
-_NCCL_TYPE = {"float32": "float", "float": "float", "float16": "half", "half": "half", "float64": "double",
-              "double": "double", "bfloat16": "bfloat16"}
+_NCCL_TYPE = {
+    "float32": "float",
+    "float": "float",
+    "float16": "half",
+    "half": "half",
+    "float64": "double",
+    "double": "double",
+    "bfloat16": "bfloat16",
+}
 _W_TIME, _W_BW = 9, 8
 
 
@@ -99,7 +110,9 @@ def _common_cells(r: BenchRow, with_count: bool) -> list[tuple[str, int]]:
     return cells + [(_NCCL_TYPE.get(r.dtype, r.dtype), 8), (r.redop, 6), (str(r.root), 5)]
 
 
-def _sim_cells(r: BenchRow, *, with_count: bool = False, compact: bool = False) -> list[tuple[str, int]]:
+def _sim_cells(
+    r: BenchRow, *, with_count: bool = False, compact: bool = False
+) -> list[tuple[str, int]]:
     cells = [(str(r.count), 12)] if with_count else []
     cells += [(_fmt_time(r.time_us), _W_TIME)]
     if not compact:
@@ -116,22 +129,46 @@ def _table_lines(series: dict[str, list[BenchRow]]) -> list[str]:
     first = series[labels[0]]
     head = [("size", 12), ("count", 12), ("type", 8), ("redop", 6), ("root", 5)]
     units = [("(B)", 12), ("(elements)", 12), ("", 8), ("", 6), ("", 5)]
-    per = [("time", _W_TIME), ("algbw", _W_BW), ("busbw", _W_BW), ("linkbw", _W_BW),
-           ("algo", 12), ("proto", 6), ("channels", 8)]
-    per_units = [("(us)", _W_TIME), ("(GB/s)", _W_BW), ("(GB/s)", _W_BW), ("(GB/s)", _W_BW),
-                 ("", 12), ("", 6), ("", 8)]
+    per = [
+        ("time", _W_TIME),
+        ("algbw", _W_BW),
+        ("busbw", _W_BW),
+        ("linkbw", _W_BW),
+        ("algo", 12),
+        ("proto", 6),
+        ("channels", 8),
+    ]
+    per_units = [
+        ("(us)", _W_TIME),
+        ("(GB/s)", _W_BW),
+        ("(GB/s)", _W_BW),
+        ("(GB/s)", _W_BW),
+        ("", 12),
+        ("", 6),
+        ("", 8),
+    ]
     if len(labels) == 1:
         lines = ["#" + _line(head + per)[1:], "#" + _line(units + per_units)[1:]]
         return lines + [_line(_common_cells(r, True) + _sim_cells(r)) for r in first]
     same_count = all([r.count for r in s] == [r.count for r in first] for s in series.values())
     if not same_count:
         head, units = [head[0], *head[2:]], [units[0], *units[2:]]
-    group = ([] if same_count else [("count", 12)]) + [("time", _W_TIME), ("busbw", _W_BW),
-                                                      ("linkbw", _W_BW), ("algo/proto/ch", 20)]
-    group_units = ([] if same_count else [("(elements)", 12)]) + [("(us)", _W_TIME), ("(GB/s)", _W_BW),
-                                                                 ("(GB/s)", _W_BW), ("", 20)]
+    group = ([] if same_count else [("count", 12)]) + [
+        ("time", _W_TIME),
+        ("busbw", _W_BW),
+        ("linkbw", _W_BW),
+        ("algo/proto/ch", 20),
+    ]
+    group_units = ([] if same_count else [("(elements)", 12)]) + [
+        ("(us)", _W_TIME),
+        ("(GB/s)", _W_BW),
+        ("(GB/s)", _W_BW),
+        ("", 20),
+    ]
     width = len(_line(group))
-    lines = ["#" + " " * len(_line(head)) + "".join(" " + lab[:width].center(width) for lab in labels)]
+    lines = [
+        "#" + " " * len(_line(head)) + "".join(" " + lab[:width].center(width) for lab in labels)
+    ]
     lines.append("#" + _line(head + group * len(labels))[1:])
     lines.append("#" + _line(units + group_units * len(labels))[1:])
     for i, r0 in enumerate(first):
@@ -155,12 +192,17 @@ def _progress_runner(total_topologies: int) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        console=render.err_console, transient=True,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=render.err_console,
+        transient=True,
     )
 
 
-def _simulate_all(labels: list[str], topologies: list[Any], kwargs: dict[str, Any]) -> dict[str, list[BenchRow]]:
+def _simulate_all(
+    labels: list[str], topologies: list[Any], kwargs: dict[str, Any]
+) -> dict[str, list[BenchRow]]:
     from scaleup.bench import bench_rows
 
     bar = _progress_runner(len(labels))
@@ -172,13 +214,23 @@ def _simulate_all(labels: list[str], topologies: list[Any], kwargs: dict[str, An
     with bar:
         for label, topo in zip(labels, topologies, strict=True):
             task = bar.add_task(f"bench {label}", total=None)
-            update: Callable[[int, int], None] = lambda done, total, t=task: bar.update(t, completed=done, total=total)  # noqa: E731
+            update: Callable[[int, int], None] = lambda done, total, t=task: bar.update(
+                t, completed=done, total=total
+            )  # noqa: E731
             series[label] = bench_rows(topo, progress=update, **kwargs)
     return series
 
 
-def _runtime_rows(runtime: str, nprocs: int, op: str, sizes_bytes: list[int], dtype: str,
-                  algo: str | None, iters: int | None, warmup: int | None) -> list[BenchRow]:
+def _runtime_rows(
+    runtime: str,
+    nprocs: int,
+    op: str,
+    sizes_bytes: list[int],
+    dtype: str,
+    algo: str | None,
+    iters: int | None,
+    warmup: int | None,
+) -> list[BenchRow]:
     try:
         from scaleup.runtime import measure  # noqa: PLC0415 - optional stream, imported lazily
     except ImportError as error:
@@ -191,26 +243,48 @@ def _runtime_rows(runtime: str, nprocs: int, op: str, sizes_bytes: list[int], dt
 
 def bench_cmd(
     min_bytes: str = typer.Option("8", "-b", "--minbytes", help="Smallest size (e.g. 8, 64K, 1M)."),
-    max_bytes: str = typer.Option("8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."),
-    factor: float = typer.Option(2.0, "-f", "--stepfactor", help="Multiply the size by this (> 1)."),
+    max_bytes: str = typer.Option(
+        "8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."
+    ),
+    factor: float = typer.Option(
+        2.0, "-f", "--stepfactor", help="Multiply the size by this (> 1)."
+    ),
     op: str = typer.Option("all_reduce", "--op", help="Collective: " + "|".join(COLLECTIVES) + "."),
-    dtype: str = typer.Option("float32", "-d", "--dtype", help="Element type (float32, float16, int32, ...)."),
+    dtype: str = typer.Option(
+        "float32", "-d", "--dtype", help="Element type (float32, float16, int32, ...)."
+    ),
     redop: str = typer.Option("sum", "-o", "--redop", help="Reduction: " + "|".join(REDOPS) + "."),
     root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast and reduce."),
     ranks: int | None = typer.Option(None, "--ranks", help="Use the first N accelerators."),
-    algo: str | None = typer.Option(None, "--algo", help="Force an algorithm (ring, tree, nvls, direct, ...)."),
+    algo: str | None = typer.Option(
+        None, "--algo", help="Force an algorithm (ring, tree, nvls, direct, ...)."
+    ),
     proto: str | None = typer.Option(None, "--proto", help="Force a protocol: ll|ll128|simple."),
     channels: int | None = typer.Option(None, "--channels", help="Force a channel count."),
-    tuner: str = typer.Option("nccl", "--tuner", help="Algorithms the tuner picks from: nccl|all (adds direct, recursive)."),
-    no_p2p: bool = typer.Option(False, "--no-p2p", help="Peer access off: stage through host memory."),
-    topology: str = typer.Option("dgx-h100", "--topology", help="Preset, Nx<preset>, file; a,b compares."),
+    tuner: str = typer.Option(
+        "nccl",
+        "--tuner",
+        help="Algorithms the tuner picks from: nccl|all (adds direct, recursive).",
+    ),
+    no_p2p: bool = typer.Option(
+        False, "--no-p2p", help="Peer access off: stage through host memory."
+    ),
+    topology: str = typer.Option(
+        "dgx-h100", "--topology", help="Preset, Nx<preset>, file; a,b compares."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv_out: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
-    plot: Path | None = typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also write busbw vs size to this image."
+    ),
     runtime: str | None = typer.Option(None, "--runtime", help="Measure for real: shm|pipe|mpi."),
     nprocs: int | None = typer.Option(None, "-n", "--nprocs", help="Processes for --runtime."),
-    iters: int | None = typer.Option(None, "--iters", help="Timed iterations per size (--runtime)."),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up iterations per size (--runtime)."),
+    iters: int | None = typer.Option(
+        None, "--iters", help="Timed iterations per size (--runtime)."
+    ),
+    warmup: int | None = typer.Option(
+        None, "--warmup", help="Warm-up iterations per size (--runtime)."
+    ),
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
     from scaleup.bench import sizes
@@ -223,7 +297,9 @@ def bench_cmd(
     if redop not in REDOPS:
         raise UsageError(f"unknown redop {redop!r}; known: {', '.join(REDOPS)}", source="-o")
     if proto is not None and proto not in _PROTOCOLS:
-        raise UsageError(f"unknown protocol {proto!r}; known: {', '.join(_PROTOCOLS)}", source="--proto")
+        raise UsageError(
+            f"unknown protocol {proto!r}; known: {', '.join(_PROTOCOLS)}", source="--proto"
+        )
     if tuner not in ("nccl", "all"):
         raise UsageError(f"unknown --tuner {tuner!r}; use nccl or all", source="--tuner")
     if json_out and csv_out:
@@ -232,7 +308,9 @@ def bench_cmd(
 
     if runtime is not None:
         if runtime not in _RUNTIMES:
-            raise UsageError(f"unknown runtime {runtime!r}; known: {', '.join(_RUNTIMES)}", source="--runtime")
+            raise UsageError(
+                f"unknown runtime {runtime!r}; known: {', '.join(_RUNTIMES)}", source="--runtime"
+            )
         if nprocs is None or nprocs < 1:
             raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
         label = f"runtime-{runtime}"
@@ -250,9 +328,20 @@ def bench_cmd(
             labels = [f"{lab}:no-p2p" for lab in labels]
         if len(set(labels)) != len(labels):
             raise UsageError("--topology lists the same fabric twice", source="--topology")
-        kwargs = {"collective": op, "min_bytes": lo, "max_bytes": hi, "factor": factor, "dtype": dtype,
-                  "redop": redop, "nranks": ranks, "algo": algo, "proto": proto, "root": root,
-                  "channels": channels, "family": tuner}
+        kwargs = {
+            "collective": op,
+            "min_bytes": lo,
+            "max_bytes": hi,
+            "factor": factor,
+            "dtype": dtype,
+            "redop": redop,
+            "nranks": ranks,
+            "algo": algo,
+            "proto": proto,
+            "root": root,
+            "channels": channels,
+            "family": tuner,
+        }
         series = _simulate_all(labels, topo_objs, kwargs)
         topos = dict(zip(labels, topo_objs, strict=True))
 
@@ -272,8 +361,10 @@ def bench_cmd(
             for line in _header_lines(label, topos[label], rows, args):
                 _echo(line)
         else:
-            _echo(f"# scaleup bench --runtime {label.split('-', 1)[1]}: {op} {len(rows)} sizes, "
-                  f"{rows[0].nranks if rows else nprocs} processes (measured)")
+            _echo(
+                f"# scaleup bench --runtime {label.split('-', 1)[1]}: {op} {len(rows)} sizes, "
+                f"{rows[0].nranks if rows else nprocs} processes (measured)"
+            )
     for line in _table_lines(series):
         _echo(line)
     for label, rows in series.items():

@@ -12,7 +12,9 @@ from scaleup.units import format_bytes
 __all__ = ["plot_busbw"]
 
 
-def plot_busbw(series: Mapping[str, Sequence[BenchRow]], path: str | Path, *, title: str | None = None) -> Path:
+def plot_busbw(
+    series: Mapping[str, Sequence[BenchRow]], path: str | Path, *, title: str | None = None
+) -> Path:
     """Write a PNG (or any matplotlib format, by suffix) of busbw vs size, log x axis.
 
     Parameters
@@ -41,7 +43,9 @@ def plot_busbw(series: Mapping[str, Sequence[BenchRow]], path: str | Path, *, ti
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker="o", markersize=3, label=label)
         ax.set_xscale("log", base=2)
-        ticks = [t for t in (2**k for k in range(0, 44, 4)) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        ticks = [
+            t for t in (2**k for k in range(0, 44, 4)) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]
+        ]
         if ticks:
             ax.set_xticks(ticks, [format_bytes(t) for t in ticks])
         ax.set_xlabel("message size (bytes)")

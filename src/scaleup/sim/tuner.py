@@ -18,9 +18,10 @@ with :func:`scaleup.sim.simulate`, so its choice is never slower than another ca
 
 Speed. :func:`tune_sweep` tunes ascending sizes with branch and bound over two lower bounds of a
 candidate's time at size S: its simulated time at a smaller size (a bigger message never finishes
-sooner on the same schedule shape), and S times its asymptotic seconds per byte (the latency-free
-time of a fluid model is linear in size and latency only adds; see ``seconds_per_byte``). A
-candidate whose bound exceeds the best time found at this size is not simulated. Schedules are built once per (algorithm, count,
+sooner on the same schedule shape), and the simulator's congestion bound (launch latency plus the
+bytes each channel, HBM and thread block must carry over its capacity; ``lower_bound_s``).
+Candidates are simulated cheapest bound first; one whose bound reaches the best time found at
+this size is not simulated. Schedules are built once per (algorithm, count,
 channels, chunks) and simulated under every protocol; simulations are cached per topology.
 :func:`tune` (one size) simulates every candidate.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +79,6 @@ MAX_PIPELINE_CHUNKS = 16
 #: use: replay is O(ops) in Python and would dominate a sweep; the algorithm builders are verified
 #: for world sizes 1..16 by their own property tests and the structure does not depend on count.
 VERIFY_MAX_OPS = 20_000
-#: Size at which a structure's bandwidth asymptote is measured for the branch-and-bound (1 PiB).
-ASYMPTOTE_BYTES = 2**50
 #: Elements per (rank, channel, chunk) block of the reference schedule that sizes are scaled from.
 REFERENCE_BLOCKS = 1024
 
@@ -89,6 +89,7 @@ _PIPELINED = {
     ("tree", "reduce"),
     ("ring", "broadcast"),
     ("ring", "reduce"),
+    ("hierarchical", "all_reduce"),  # chunk c crosses the nodes while chunk c+1 is reduced inside
 }
 
 
@@ -171,7 +172,9 @@ def nvls_capable(topology: Topology, ranks: Sequence[int] | None = None) -> bool
     for dev in devices:
         neighbours = [topology.device(dst) for dst, _ in _neighbours(topology, dev.id)]
         specs = [switch_chip(d.type) for d in neighbours if d.kind is NodeKind.SWITCH]
-        nvlink = [s for s in specs if (s.link_tech or "").startswith("nvlink")]  # not PCIe/host side
+        nvlink = [
+            s for s in specs if (s.link_tech or "").startswith("nvlink")
+        ]  # not PCIe/host side
         if not nvlink or not all(s.in_switch_reduction for s in nvlink):
             return False
     return True
@@ -210,36 +213,94 @@ def links_per_accelerator(topology: Topology, ranks: Sequence[int] | None = None
 def channel_counts(topology: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...]:
     """Channel counts tried: 1, 2, 4, ... up to the links of one accelerator (at least 1, 2).
 
-    On a full mesh each ring covers one link per direction, so the count goes up to the power of
-    two that covers every link (7 xGMI links -> 8); behind a switch every ring spreads over all
-    links already."""
+    On a full mesh each ring covers one link per direction, so one ring per link (n - 1) and two
+    channels per ring are tried too; behind a switch every ring spreads over all links already."""
     links = links_per_accelerator(topology, ranks)
-    if _full_mesh(topology, ranks):
-        links = 1 << max(links - 1, 0).bit_length()
     top = min(MAX_CHANNELS, max(2, links))
     counts = [1]
     while counts[-1] * 2 <= top:
         counts.append(counts[-1] * 2)
-    return tuple(counts)
+    if _full_mesh(topology, ranks):
+        # one ring per link (n - 1 directed rings) and two channels per ring, as RCCL runs
+        # several channels per ring on xGMI meshes where one thread block cannot fill a link
+        rings = len(_rank_devices(topology, ranks)) - 1
+        counts += [c for c in (rings, 2 * rings) if c <= MAX_CHANNELS]
+    return tuple(sorted(set(counts)))
 
 
 def mesh_ring_orders(nranks: int, channels: int) -> list[list[int]]:
-    """Ring orders for a full mesh: channel k follows stride s_k (the strides coprime to n, in
-    turn), so the rings cross distinct links, as NCCL's graph search spreads rings over links.
+    """Ring orders for a full mesh, spread over distinct links as NCCL/RCCL's graph search does.
 
-    For even n the rings are Walecki's edge-disjoint Hamiltonian cycles, each run both ways, so
-    2(n/2 - 1) rings use all but one link of every accelerator in each direction.
+    Where the complete digraph on ``nranks`` vertices splits into ``nranks - 1`` arc-disjoint
+    directed Hamiltonian cycles (every n except 4 and 6, Tillson 1980), channel k follows cycle
+    ``k % (n - 1)``: the rings then use every link of every accelerator in both directions (8
+    MI300X: 7 rings on 7 xGMI links). For n = 4 and 6, Walecki's n/2 - 1 undirected Hamiltonian
+    cycles run both ways (all but one link per accelerator); for small odd n, coprime strides.
 
-    >>> mesh_ring_orders(8, 2)
-    [[7, 0, 1, 6, 2, 5, 3, 4], [7, 4, 3, 5, 2, 6, 1, 0]]
+    >>> rings = mesh_ring_orders(8, 7)
+    >>> len({(r[i], r[(i + 1) % 8]) for r in rings for i in range(8)})  # 56 arcs: all distinct
+    56
     """
+    cycles = _directed_cycles(nranks)
+    if cycles:
+        return [list(cycles[k % len(cycles)]) for k in range(channels)]
     if nranks >= 4 and nranks % 2 == 0:
         rings = []
         for cycle in _walecki_cycles(nranks):
             rings += [cycle, [cycle[0], *cycle[1:][::-1]]]  # each cycle both ways round
         return [rings[k % len(rings)] for k in range(channels)]
     strides = [s for s in range(1, max(nranks, 2)) if math.gcd(s, nranks) == 1] or [1]
-    return [[(i * strides[k % len(strides)]) % nranks for i in range(nranks)] for k in range(channels)]
+    return [
+        [(i * strides[k % len(strides)]) % nranks for i in range(nranks)] for k in range(channels)
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _directed_cycles(n: int) -> tuple[tuple[int, ...], ...]:
+    """``n - 1`` arc-disjoint directed Hamiltonian cycles of the complete digraph K_n*, found by
+    a seeded randomised depth-first search (deterministic), or () if none is found (n = 4, 6
+    have none; n > 64 is not searched)."""
+    if n < 3 or n > 64 or n in (4, 6):
+        return ()
+    rng = random.Random(n)
+    for _ in range(200):
+        free = {v: set(range(n)) - {v} for v in range(n)}
+        cycles: list[tuple[int, ...]] = []
+        for _c in range(n - 1):
+            cycle = _hamiltonian(n, free, rng)
+            if cycle is None:
+                break
+            for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+                free[a].discard(b)
+            cycles.append(cycle)
+        if len(cycles) == n - 1:
+            return tuple(cycles)
+    return ()
+
+
+def _hamiltonian(n: int, free: dict[int, set[int]], rng: random.Random) -> tuple[int, ...] | None:
+    """A directed Hamiltonian cycle from 0 over the ``free`` arcs (bounded DFS), or None."""
+    path, seen = [0], {0}
+    stack = [iter(rng.sample(sorted(free[0]), len(free[0])))]
+    for _ in range(50_000):
+        if not stack:
+            return None
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            seen.discard(path.pop())
+            continue
+        if nxt in seen:
+            continue
+        path.append(nxt)
+        seen.add(nxt)
+        if len(path) == n:
+            if 0 in free[nxt]:
+                return tuple(path)
+            seen.discard(path.pop())
+            continue
+        stack.append(iter(rng.sample(sorted(free[nxt]), len(free[nxt]))))
+    return None
 
 
 def _walecki_cycles(n: int) -> list[list[int]]:
@@ -290,7 +351,9 @@ def enabled_algorithms(
     return out
 
 
-def enabled_protocols(topology: Topology, algorithm: str, ranks: Sequence[int] | None = None) -> list[str]:
+def enabled_protocols(
+    topology: Topology, algorithm: str, ranks: Sequence[int] | None = None
+) -> list[str]:
     """Protocols enabled for ``algorithm``: NVLS is Simple-only; LL128 only on NVLink paths."""
     if algorithm == "nvls":
         return ["simple"]
@@ -316,7 +379,9 @@ def candidates(
     still tried, and fails if the algorithm cannot be built), as ``NCCL_ALGO`` does.
     """
     if proto is not None and proto not in PROTOCOLS:
-        raise UsageError(f"unknown protocol {proto!r}; known: {', '.join(PROTOCOLS)}", source="proto")
+        raise UsageError(
+            f"unknown protocol {proto!r}; known: {', '.join(PROTOCOLS)}", source="proto"
+        )
     if channels is not None and channels < 1:
         raise UsageError(f"channels must be >= 1, got {channels}", source="channels")
     if algo is not None:
@@ -362,7 +427,6 @@ class _Context:
     compiled: dict[tuple[str, int, int], Any] = field(default_factory=dict)
     results: dict[tuple[Candidate, int], tuple[float, int, Any]] = field(default_factory=dict)
     failed: dict[tuple[str, int, int], str] = field(default_factory=dict)
-    slopes: dict[tuple[Candidate, int], float] = field(default_factory=dict)
 
     def spec(self, count: int) -> CollectiveSpec:
         return CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
@@ -372,7 +436,11 @@ class _Context:
 
     def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Any:
         return _library().build_schedule(
-            algorithm, self.spec(count), channels=channels, chunks=chunks, **self._params(algorithm, channels)
+            algorithm,
+            self.spec(count),
+            channels=channels,
+            chunks=chunks,
+            **self._params(algorithm, channels),
         )
 
     def compiled_for(self, algorithm: str, channels: int, chunks: int) -> Any:
@@ -380,7 +448,9 @@ class _Context:
         if key not in self.compiled:
             from scaleup.sim import compile_schedule
 
-            schedule = self.build(algorithm, self.reference_count(channels, chunks), channels, chunks)
+            schedule = self.build(
+                algorithm, self.reference_count(channels, chunks), channels, chunks
+            )
             self.compiled[key] = compile_schedule(schedule, self.topology, ranks=self.ranks)
         return self.compiled[key]
 
@@ -412,42 +482,43 @@ class _Context:
         try:
             # Channels and chunks are independent lanes of one structure: two of each exercise
             # every cross-lane dependency, so the check is cached at min(., 2).
-            verified(self.collective, cand.algorithm, self.nranks, min(cand.channels, 2), min(chunks, 2),
-                     self.redop, self.root, self._params(cand.algorithm).get("ranks_per_node", 0),
-                     self._orders_key(cand.algorithm, min(cand.channels, 2)))
+            verified(
+                self.collective,
+                cand.algorithm,
+                self.nranks,
+                min(cand.channels, 2),
+                min(chunks, 2),
+                self.redop,
+                self.root,
+                self._params(cand.algorithm).get("ranks_per_node", 0),
+                self._orders_key(cand.algorithm, min(cand.channels, 2)),
+            )
             compiled = self.compiled_for(cand.algorithm, cand.channels, chunks)
             scale = count / self.reference_count(cand.channels, chunks)
             result = compiled.run(cand.protocol, dtype=self.dtype, scale=scale)
-        except (ScheduleError, SimulationError) as error:  # unsupported or wrong here: never trusted
+        except (
+            ScheduleError,
+            SimulationError,
+        ) as error:  # unsupported or wrong here: never trusted
             self.failed[bad_key] = error.one_line()
             return None
         entry = (float(result.time_s), chunks, result)
         self.results[key] = entry
         return entry
 
-    def seconds_per_byte(self, cand: Candidate, nbytes: int) -> float:
-        """A lower bound of time / bytes for the candidate's structure at this size: its time at
-        :data:`ASYMPTOTE_BYTES` over those bytes (latency there is below 1e-6 of the time), less
-        1e-6. In a fluid model the latency-free time of a fixed structure is linear in its size,
-        and latency only adds, so ``time(S) >= S * seconds_per_byte``. 0 when unknown."""
-        # Without latency, finer pipelining is never slower: the deepest pipeline's slope bounds
-        # every depth, so pipelined algorithms need one asymptote run, not one per depth.
-        deepest = (cand.algorithm, self.collective) in _PIPELINED
-        chunks = MAX_PIPELINE_CHUNKS if deepest else 1
-        key = (cand, chunks)
-        if key not in self.slopes:
-            slope = 0.0
-            if (cand.algorithm, cand.channels, chunks) not in self.failed:
-                try:
-                    compiled = self.compiled_for(cand.algorithm, cand.channels, chunks)
-                    itemsize = numpy_dtype(self.dtype).itemsize
-                    scale = ASYMPTOTE_BYTES / itemsize / self.reference_count(cand.channels, chunks)
-                    time_s = float(compiled.run(cand.protocol, dtype=self.dtype, scale=scale).time_s)
-                    slope = time_s / ASYMPTOTE_BYTES * (1.0 - 1e-6)
-                except (ScheduleError, SimulationError):
-                    slope = 0.0
-            self.slopes[key] = slope
-        return self.slopes[key]
+    def lower_bound_s(self, cand: Candidate, count: int) -> float:
+        """A lower bound of the candidate's time at ``count`` elements without simulating it:
+        :meth:`CompiledSchedule.lower_bound_s` (launch latency plus the congestion bound, the
+        bytes every channel/HBM/thread block must carry over its capacity) of the chunks=1
+        structure, which carries the same bytes as every pipelined depth. 0 when unknown."""
+        if (cand.algorithm, cand.channels, 1) in self.failed:
+            return 0.0
+        try:
+            compiled = self.compiled_for(cand.algorithm, cand.channels, 1)
+            scale = count / self.reference_count(cand.channels, 1)
+            return float(compiled.lower_bound_s(cand.protocol, dtype=self.dtype, scale=scale))
+        except (ScheduleError, SimulationError):
+            return 0.0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -471,10 +542,14 @@ def verified(
 
     count = 2 * nranks * channels * chunks + 1
     spec = CollectiveSpec(collective, nranks, count, root=root, redop=redop)
-    params: dict[str, Any] = {"ranks_per_node": ranks_per_node} if algorithm == "hierarchical" else {}
+    params: dict[str, Any] = (
+        {"ranks_per_node": ranks_per_node} if algorithm == "hierarchical" else {}
+    )
     if orders is not None:
         params["orders"] = [list(o) for o in orders]
-    schedule = _library().build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
+    schedule = _library().build_schedule(
+        algorithm, spec, channels=channels, chunks=chunks, **params
+    )
     if schedule.n_ops > VERIFY_MAX_OPS:
         return False
     verify(schedule, dtype="int32" if redop != "prod" else "float32")
@@ -495,7 +570,13 @@ def _context(
 
 @functools.lru_cache(maxsize=8)
 def _cached_context(
-    topology: Topology, collective: str, ranks: tuple[int, ...] | None, n: int, dtype: str, redop: str, root: int
+    topology: Topology,
+    collective: str,
+    ranks: tuple[int, ...] | None,
+    n: int,
+    dtype: str,
+    redop: str,
+    root: int,
 ) -> _Context:
     CollectiveSpec(collective, n, 0, root=root, redop=redop)  # validates collective, root, redop
     return _Context(topology, collective, ranks, n, dtype, redop, root)
@@ -510,7 +591,12 @@ def _choose(
 ) -> TunedChoice:
     count = count_for(ctx.collective, nbytes, numpy_dtype(ctx.dtype).itemsize, ctx.nranks)
     order = {c: i for i, c in enumerate(cands)}
-    queue = sorted(cands, key=lambda c: ((bounds or {}).get(c, 0.0), order[c]))
+    if bounds is not None:  # cheapest bound first, so the best is found early and prunes the rest
+        queue = sorted(
+            cands, key=lambda c: (max(bounds.get(c, 0.0), ctx.lower_bound_s(c, count)), order[c])
+        )
+    else:
+        queue = list(cands)
     if first is not None and first in order:
         queue.remove(first)
         queue.insert(0, first)
@@ -520,8 +606,8 @@ def _choose(
         if best is not None and bounds is not None:
             if bounds.get(cand, 0.0) >= best[0]:
                 continue  # its time at a smaller size already reaches the best here
-            if nbytes * ctx.seconds_per_byte(cand, nbytes) >= best[0]:
-                continue  # even without latency it could not beat the best here
+            if ctx.lower_bound_s(cand, count) >= best[0]:
+                continue  # even its congestion bound cannot beat the best here
         got = ctx.simulate(cand, nbytes, count)
         if got is None:
             continue
@@ -539,7 +625,9 @@ def _choose(
             source=ctx.topology.name,
         )
     time_s, _, cand, chunks, result = best
-    return TunedChoice(cand.algorithm, cand.protocol, cand.channels, chunks, time_s, result, tuple(considered))
+    return TunedChoice(
+        cand.algorithm, cand.protocol, cand.channels, chunks, time_s, result, tuple(considered)
+    )
 
 
 def tune(
@@ -581,8 +669,15 @@ def tune(
         Every enabled candidate is simulated; the least time wins (ties: first in candidate order).
     """
     ctx = _context(topology, collective, nranks, dtype, redop, root)
-    cands = candidates(topology, collective, ranks=ctx.ranks, algo=algo, proto=proto, channels=channels,
-                       family=family)
+    cands = candidates(
+        topology,
+        collective,
+        ranks=ctx.ranks,
+        algo=algo,
+        proto=proto,
+        channels=channels,
+        family=family,
+    )
     return _choose(ctx, cands, int(nbytes), None, None)
 
 
@@ -606,8 +701,15 @@ def tune_sweep(
     Returns the choices in the order of ``sizes``. ``progress(i)`` is called after each size.
     """
     ctx = _context(topology, collective, nranks, dtype, redop, root)
-    cands = candidates(topology, collective, ranks=ctx.ranks, algo=algo, proto=proto, channels=channels,
-                       family=family)
+    cands = candidates(
+        topology,
+        collective,
+        ranks=ctx.ranks,
+        algo=algo,
+        proto=proto,
+        channels=channels,
+        family=family,
+    )
     order = sorted(range(len(sizes)), key=lambda i: sizes[i])
     bounds: dict[Candidate, float] = {}
     out: list[TunedChoice | None] = [None] * len(sizes)

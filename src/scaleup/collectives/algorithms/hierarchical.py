@@ -5,7 +5,9 @@ must be a multiple of it). For each lane (``chunks x channels`` near-equal regio
 channel tag = channel):
 
 1. intra-node ring reduce-scatter: the region is cut into ``g`` blocks; block ``j`` is reduced
-   round the node's ring and ends at local rank ``(j - 1) % g`` (its *owner*) in every node;
+   round the node's ring and ends at local rank ``(j - 1) % g`` (its *owner*) in every node; each
+   receiver copies its own input block into the target just in time (``reduce_chains``), so
+   every rank's ops in a step have one size and start together;
 2. inter-node ring all-reduce of block ``j`` among the ``m = n / g`` owners of ``j`` (one per node),
    the block cut into ``m`` sub-blocks (reduce-scatter + all-gather across nodes, in the output
    buffer that already holds each node's partial sum, so no extra copies);
@@ -19,6 +21,12 @@ channel tag = channel):
     steps 5..7  intra-node AG   node N: l3 -C-> l0 -C-> l1 -C-> l2
 
 Each rank sends ``2(g-1)/g * S`` inside its node and ``2(m-1)/m * S/g`` across nodes.
+
+Pipelining: with ``chunks > 1`` every op of chunk ``c`` also waits for the same op of chunk
+``c - 1`` (same rank, role and channel: a channel's thread block runs its chunks in order), so
+chunk ``c``'s inter-node phase depends only on chunk ``c``'s own reduce-scatter and overlaps chunk
+``c + 1``'s, as NCCL's tree / NVLSTree pipeline intra-node reduce, inter-node exchange and
+intra-node broadcast. The time tends to the slowest phase's, not the sum of the three.
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ import numpy as np
 from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
+    TableBuilder,
     chains,
     check_int,
     local_copies,
+    reduce_chains,
     split,
 )
-from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 
@@ -71,14 +80,47 @@ def _sub_splits(sizes: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
     return rel.reshape(*sizes.shape, parts), sub.reshape(*sizes.shape, parts)
 
 
+class _InOrder(TableBuilder):
+    """A :class:`TableBuilder` that makes op ``i`` also wait for op ``i - shift`` when ``shift``
+    is set: the same op of the previous chunk (same rank, role and channel), because a channel's
+    thread block runs its chunks in order. That is what lets the phases pipeline: chunk ``c``
+    crosses the nodes while chunk ``c + 1`` is reduced inside them (NCCL's tree / NVLSTree)."""
+
+    shift: int = 0
+
+    def add_batch(self, kind: Any, **cols: Any) -> np.ndarray:  # type: ignore[override]
+        if self.shift:
+            n = len(np.asarray(cols["src_rank"]).ravel())
+            deps = cols.pop("deps", None)
+            dep = np.zeros((n, 0), np.int64) if deps is None else np.asarray(deps, np.int64)
+            prev = np.arange(self.n_ops, self.n_ops + n, dtype=np.int64) - self.shift
+            cols["deps"] = np.concatenate([dep.reshape(n, -1), prev[:, None]], axis=1)
+        return super().add_batch(kind, **cols)
+
+
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     n, g = spec.nranks, params["ranks_per_node"]
     m = n // g
-    b = ScheduleBuilder(spec, "hierarchical", params=params)
-    k = params["channels"]
-    lanes = k * params["chunks"]
-    reg_off, reg_size = split(spec.count, lanes)
-    channel_of = np.arange(lanes) % k
+    b = _InOrder(spec, "hierarchical", params=params)
+    k, chunks = params["channels"], params["chunks"]
+    reg_off, reg_size = split(spec.count, k * chunks)  # lane = chunk * k + channel
+    # Chunks are chained op for op only when every chunk has the same ops (no empty sub-block).
+    chained = int(reg_size.min()) >= g * m
+    prev_ops = None
+    for c in range(chunks):
+        lanes = slice(c * k, (c + 1) * k)
+        before = b.n_ops
+        b.shift = prev_ops if (chained and prev_ops) else 0
+        _lanes(b, g, m, reg_off[lanes], reg_size[lanes])
+        prev_ops = b.n_ops - before
+    b.shift = 0
+    return b.build()
+
+
+def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarray) -> None:
+    """The three phases for ``len(reg_off)`` lanes, lane ``i`` on channel ``i``."""
+    lanes = len(reg_off)
+    channel_of = np.arange(lanes)
     rel, bsize = _sub_splits(reg_size, g)  # (R, g)
     boff = reg_off[:, None] + rel
     srel, ssize = _sub_splits(bsize, m)  # (R, g, m)
@@ -97,49 +139,14 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         init = local_copies(b, node, INPUT, reg_off[lane], OUTPUT, reg_off[lane], reg_size[lane])
         final1 = init.reshape(lanes, m, g)
     else:
-        pos = blk
-        low = local_copies(
-            b,
-            node * g + pos,
-            INPUT,
-            reg_off[lane],
-            OUTPUT,
-            reg_off[lane],
-            boff[lane, pos] - reg_off[lane],
-            channel=channel_of[lane],
-        ).reshape(lanes, m, g)
-        high_off = boff[lane, pos] + bsize[lane, pos]
-        high = local_copies(
-            b,
-            node * g + pos,
-            INPUT,
-            high_off,
-            OUTPUT,
-            high_off,
-            reg_off[lane] + reg_size[lane] - high_off,
-            channel=channel_of[lane],
-        ).reshape(lanes, m, g)
         path = (blk[:, None] + np.arange(g)[None, :]) % g  # chain of block j: positions j, j+1, ...
-        recv = path[:, 1:]
-        hop_deps = np.where(
-            blk[:, None] < recv,
-            low[lane[:, None], node[:, None], recv],
-            high[lane[:, None], node[:, None], recv],
-        )
         off = boff[lane, blk][:, None]
-        rs1 = chains(
-            b,
-            OpKind.REDUCE,
-            node[:, None] * g + path,
-            np.where(hops_g == 0, INPUT, OUTPUT),
-            OUTPUT,
-            off,
-            off,
-            bsize[lane, blk],
-            hop_deps=hop_deps,
-            channel=channel_of[lane],
-            step=hops_g[None, :],
-        )
+        # block j+1's hop t-1 reaches the rank that block j's hop t reaches (same lane and node)
+        succ = (lane * m + node) * g + (blk + 1) % g
+        rs1, _ = reduce_chains(
+            b, node[:, None] * g + path, np.where(hops_g == 0, INPUT, OUTPUT), OUTPUT, off, off,
+            off, bsize[lane, blk], succ=succ, channel=channel_of[lane], step=hops_g[None, :],
+        )  # fmt: skip
         final1 = rs1[:, -1].reshape(lanes, m, g)  # indexed by block j
     owner = (np.arange(g) - 1) % g  # local owner of block j
     # --- phase 2: inter-node ring all-reduce of each block among its owners (sub-block s)
@@ -201,7 +208,6 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
             channel=channel_of[lane],
             step=g - 1 + 2 * (m - 1) + hops_g[None, :],
         )
-    return b.build()
 
 
 BUILDERS = {"all_reduce": all_reduce}
