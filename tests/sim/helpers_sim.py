@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Buffer, OpKind, Schedule
+from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.topology.generators import switched
 from scaleup.topology.model import Device, Link, Topology
@@ -26,29 +25,17 @@ def copies(n_copies: int, count: int, *, channels_distinct: bool = True) -> Sche
     """``n_copies`` concurrent copies r0 -> r1 of ``count`` elements each."""
     b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=2, count=count * n_copies), "copies")
     for k in range(n_copies):
-        b.copy(b.input(0, k * count, count), b.output(1, k * count, count), deps=[],
-               channel=k if channels_distinct else 0)
-    return b.build()
-
-
-def timing_ring_all_reduce(n: int, count: int, channels: int = 1) -> Schedule:
-    """A ring all_reduce with NCCL's dataflow (no local init copies): per lane and block,
-    n-1 reduce hops then n-1 copy hops, each depending on the previous hop. For timing only
-    (the buffers it names do not make a verifiable schedule)."""
-    b = ScheduleBuilder(CollectiveSpec("all_reduce", nranks=n, count=count), "timing-ring")
-    lanes = channels * n
-    per = count // lanes
-    prev = np.full(lanes, -1, dtype=np.int64)
-    lane = np.arange(lanes)
-    block = lane % n
-    ch = lane // n
-    for t in range(2 * (n - 1)):
-        src = (block + t) % n
-        ids = b.add_batch(
-            OpKind.REDUCE if t < n - 1 else OpKind.COPY,
-            src_rank=src, src_buffer=Buffer.OUTPUT, src_offset=lane * per,
-            dst_rank=(src + 1) % n, dst_buffer=Buffer.OUTPUT, dst_offset=lane * per,
-            count=per, deps=prev[:, None], channel=ch, step=t,
+        b.copy(
+            b.input(0, k * count, count),
+            b.output(1, k * count, count),
+            deps=[],
+            channel=k if channels_distinct else 0,
         )
-        prev = ids
     return b.build()
+
+
+def ring_all_reduce(n: int, count: int, channels: int = 1) -> Schedule:
+    """The library's ring all_reduce (NCCL dataflow: per-step block copies just in time)."""
+    return build_schedule(
+        "ring", CollectiveSpec("all_reduce", nranks=n, count=count), channels=channels
+    )

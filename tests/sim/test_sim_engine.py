@@ -13,7 +13,12 @@ from scaleup.sim.engine import COMPLETE, RESOLVE, START, EmptySchedule, Environm
 def test_ties_broken_by_tier_then_insertion_order() -> None:
     env = Environment()
     log: list[str] = []
-    for name, prio in (("resolve", RESOLVE), ("start-a", START), ("complete", COMPLETE), ("start-b", START)):
+    for name, prio in (
+        ("resolve", RESOLVE),
+        ("start-a", START),
+        ("complete", COMPLETE),
+        ("start-b", START),
+    ):
         env.schedule(Event(lambda ev: log.append(ev.value), name), delay=1.0, priority=prio)
     env.run()
     assert log == ["complete", "start-a", "start-b", "resolve"]

@@ -26,8 +26,9 @@ def test_two_flows_on_one_channel_get_half_each() -> None:
 
 def test_counts_bounds_and_fractional_coefficients() -> None:
     # var 0 = 1 flow bounded at 1; var 1 = 3 identical flows: (10 - 1) / 3 each
-    assert maxmin(np.ones((1, 2)), np.array([10.0]), count=np.array([1, 3]),
-                  bound=np.array([1.0, np.inf])).tolist() == [1.0, 3.0]
+    assert maxmin(
+        np.ones((1, 2)), np.array([10.0]), count=np.array([1, 3]), bound=np.array([1.0, np.inf])
+    ).tolist() == [1.0, 3.0]
     # one transfer split over 18 planes (1/18 each), 18 channels of capacity 1: rate 18
     split = np.full((18, 1), 1.0 / 18.0)
     assert maxmin(split, np.ones(18))[0] == pytest.approx(18.0)
@@ -45,9 +46,13 @@ def test_sparse_and_dense_agree() -> None:
 def systems(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     n_c = draw(st.integers(1, 6))
     n_v = draw(st.integers(1, 8))
-    cells = draw(st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.0]), min_size=n_c * n_v, max_size=n_c * n_v))
+    cells = draw(
+        st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.0]), min_size=n_c * n_v, max_size=n_c * n_v)
+    )
     usage = np.array(cells).reshape(n_c, n_v)
-    usage[draw(st.integers(0, n_c - 1)), :] = np.maximum(usage[0, :], 0.25)  # every flow constrained
+    usage[draw(st.integers(0, n_c - 1)), :] = np.maximum(
+        usage[0, :], 0.25
+    )  # every flow constrained
     cap = np.array(draw(st.lists(st.floats(0.5, 100.0), min_size=n_c, max_size=n_c)))
     return usage, cap
 

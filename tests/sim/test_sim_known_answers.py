@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers_sim import copies, pair, ring_all_reduce, uniform_switch
 
-from helpers_sim import copies, pair, timing_ring_all_reduce, uniform_switch
 from scaleup import hardware
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.build import ScheduleBuilder
@@ -17,7 +17,9 @@ from scaleup.sim.network import link_efficiency
 from scaleup.topology import resolve_topology
 
 NVLINK4_ONE_LINK = 25e9 * link_efficiency("nvlink4")  # 20.6 GB/s: NCCL's SM90 per-link figure
-SIMPLE_FIXED = P.LAUNCH_LATENCY_S["simple"] + P.STEP_LATENCY_S["nvlink"]["simple"]
+SIMPLE_FIXED = (
+    P.KERNEL_LAUNCH_S + P.LAUNCH_LATENCY_S["simple"] + P.STEP_LATENCY_S["nvlink"]["simple"]
+)
 
 
 def test_one_transfer_on_one_link_takes_latency_plus_bytes_over_bandwidth() -> None:
@@ -28,7 +30,7 @@ def test_one_transfer_on_one_link_takes_latency_plus_bytes_over_bandwidth() -> N
     expected = SIMPLE_FIXED + link_latency + 4 * count / NVLINK4_ONE_LINK
     assert r.time_s == pytest.approx(expected, rel=1e-12)
     assert r.busiest_channel_bytes == pytest.approx(4 * count)
-    assert NVLINK4_ONE_LINK == pytest.approx(20.6e9)
+    assert pytest.approx(20.6e9) == NVLINK4_ONE_LINK
 
 
 def test_two_transfers_on_one_channel_get_half_each() -> None:
@@ -49,7 +51,7 @@ def test_ring_all_reduce_approaches_bus_bandwidth_bound() -> None:
     n, count = 8, 2**28
     topo = uniform_switch(n)
     per_gpu = 2 * NVLINK4_ONE_LINK  # 2 links per GPU into the switch
-    r = simulate(timing_ring_all_reduce(n, count), topo)
+    r = simulate(ring_all_reduce(n, count), topo)
     bound = 2 * (n - 1) / n * 4 * count / per_gpu
     assert bound < r.time_s < 1.02 * bound
     busbw = 4 * count / r.time_s * 2 * (n - 1) / n
@@ -57,7 +59,7 @@ def test_ring_all_reduce_approaches_bus_bandwidth_bound() -> None:
 
 
 def test_dgx_h100_ring_busbw_is_the_nccl_ceiling() -> None:
-    r = simulate(timing_ring_all_reduce(8, 2**28, channels=8), resolve_topology("dgx-h100"))
+    r = simulate(ring_all_reduce(8, 2**28, channels=8), resolve_topology("dgx-h100"))
     busbw = 2**30 / r.time_s * 2 * 7 / 8 / 1e9
     assert 355 < busbw < 371  # measured 365-370 (NVIDIA/nccl #1455); 18 x 20.6 = 370.8 ceiling
 
@@ -65,7 +67,10 @@ def test_dgx_h100_ring_busbw_is_the_nccl_ceiling() -> None:
 def test_dgx1_v100_beats_pcie_8() -> None:
     # same GPU generation on both: V100 over NVLink2 cube-mesh vs V100 cards on PCIe Gen3
     spec = CollectiveSpec("all_reduce", nranks=8, count=2**26)
-    pcie = simulate(build_schedule("ring", spec, channels=4), resolve_topology("pcie-8:accelerator=V100,tech=pcie3"))
+    pcie = simulate(
+        build_schedule("ring", spec, channels=4),
+        resolve_topology("pcie-8:accelerator=V100,tech=pcie3"),
+    )
     mesh = resolve_topology("dgx1-v100")
     naive = simulate(build_schedule("ring", spec, channels=4), mesh)  # 3-4 and 7-0 cross a GPU
     nvlink_ring = [[0, 3, 2, 1, 5, 6, 7, 4]] * 4  # a ring along direct NVLinks only
@@ -75,12 +80,19 @@ def test_dgx1_v100_beats_pcie_8() -> None:
 
 def test_nvls_beats_ring_at_large_all_reduce_and_loses_at_small() -> None:
     topo = resolve_topology("dgx-h100")
+
     def best_ring(count: int) -> float:
         s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=count), channels=8)
         return min(simulate(s, topo, protocol=p).time_s for p in ("simple", "ll", "ll128"))
+
     def nvls(count: int) -> float:
-        return simulate(build_schedule("nvls", CollectiveSpec("all_reduce", nranks=8, count=count), channels=16),
-                        topo).time_s
+        return simulate(
+            build_schedule(
+                "nvls", CollectiveSpec("all_reduce", nranks=8, count=count), channels=16
+            ),
+            topo,
+        ).time_s
+
     assert nvls(2**28) < best_ring(2**28)
     assert nvls(2) > best_ring(2)
     busbw = 2**30 / nvls(2**28) * 2 * 7 / 8 / 1e9
@@ -107,13 +119,22 @@ def test_host_staged_is_slower_than_peer_by_the_pcie_to_peer_ratio() -> None:
     assert ratio == pytest.approx(nvlink / pcie, rel=0.05)
     assert staged.channel_bytes.sum() == 0  # the NVLink fabric carried nothing
     hostmem = [i for i, name in enumerate(staged.constraint_names) if name.endswith(".memory")]
-    assert staged.constraint_bytes[hostmem].sum() == pytest.approx(2 * 8 * 4 * 2**25)  # written + read
+    assert staged.constraint_bytes[hostmem].sum() == pytest.approx(
+        2 * 8 * 4 * 2**25
+    )  # written + read
 
 
 def test_pcie_8_without_p2p_uses_host_memory() -> None:
     topo = resolve_topology("pcie-8")
     s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=2**24), channels=2)
-    assert simulate(s, topo.with_peer_access(False)).time_s > simulate(s, topo).time_s
+    staged = simulate(s, topo.with_peer_access(False))
+    hostmem = [i for i, name in enumerate(staged.constraint_names) if name.endswith(".memory")]
+    assert staged.constraint_bytes[hostmem].sum() > 0
+    # all 8: both bound by the 32 GB/s socket link the ring crosses twice (peer ~= staged);
+    # one socket's 4 GPUs: peer stays on the PCIe switches, staged crosses host memory twice
+    four = build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=2**24), channels=2)
+    peer4 = simulate(four, topo, ranks=[0, 1, 2, 3]).time_s
+    assert simulate(four, topo.with_peer_access(False), ranks=[0, 1, 2, 3]).time_s > 1.5 * peer4
 
 
 def test_mesh_pair_without_direct_link_routes_through_a_gpu() -> None:
@@ -121,7 +142,11 @@ def test_mesh_pair_without_direct_link_routes_through_a_gpu() -> None:
     b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=8, count=2**20), "one")
     b.copy(b.input(0, 0, 2**20), b.output(5, 0, 2**20))
     r = simulate(b.build(), topo)
-    hbm = {name: r.constraint_bytes[i] for i, name in enumerate(r.constraint_names) if name.endswith(".hbm")}
+    hbm = {
+        name: r.constraint_bytes[i]
+        for i, name in enumerate(r.constraint_names)
+        if name.endswith(".hbm")
+    }
     forwarded = sum(v for k, v in hbm.items() if k not in ("g0.hbm", "g5.hbm"))
     assert forwarded == pytest.approx(2 * 4 * 2**20)  # stored and re-sent by intermediate GPUs
     assert r.busiest_channel_bytes < 4 * 2**20  # split over several 2-hop paths
@@ -129,10 +154,13 @@ def test_mesh_pair_without_direct_link_routes_through_a_gpu() -> None:
 
 def test_determinism_bit_for_bit() -> None:
     topo = resolve_topology("dgx-h100")
-    s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=3 * 2**20 + 7), channels=3)
+    s = build_schedule(
+        "ring", CollectiveSpec("all_reduce", nranks=8, count=3 * 2**20 + 7), channels=3
+    )
     a, b = simulate(s, topo), simulate(s, topo)
     assert a.time_s == b.time_s
-    assert np.array_equal(a.op_end_s, b.op_end_s) and np.array_equal(a.channel_bytes, b.channel_bytes)
+    assert np.array_equal(a.op_end_s, b.op_end_s)
+    assert np.array_equal(a.channel_bytes, b.channel_bytes)
     assert a.to_dict() == b.to_dict()
 
 
@@ -146,15 +174,38 @@ def test_ranks_mapping_and_compiled_rescaling() -> None:
         simulate(s, topo, ranks=[0, 0, 1, 2])
     c = compile_schedule(s, topo)
     assert c.run(scale=2.0).time_s == pytest.approx(
-        simulate(build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=2**21)), topo).time_s)
+        simulate(
+            build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=2**21)), topo
+        ).time_s
+    )
     many = simulate_many(s, topo, [4 * 2**20, 4 * 2**21])
-    assert many[1].nbytes == 4 * 2**21 and many[1].time_s > many[0].time_s
+    assert many[1].nbytes == 4 * 2**21
+    assert many[1].time_s > many[0].time_s
 
 
 def test_result_dict_and_timeline() -> None:
-    r = simulate(build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=4096)), resolve_topology("dgx-h100"))
+    r = simulate(
+        build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=4096)),
+        resolve_topology("dgx-h100"),
+    )
     d = r.to_dict()
-    assert d["time_us"] == pytest.approx(r.time_s * 1e6) and d["channels"]
+    assert d["time_us"] == pytest.approx(r.time_s * 1e6)
+    assert d["channels"]
     assert r.linkbw_gb_per_s > 0
     text = r.timeline(width=30)
-    assert text.count("\n") == 4 and "r0" in text
+    assert text.count("\n") == 4
+    assert "r0" in text
+
+
+def test_host_launch_and_nvls_base_latency() -> None:
+    topo = resolve_topology("dgx-h100")
+    empty = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=0))
+    assert simulate(empty, topo, protocol="ll").time_s == pytest.approx(
+        P.KERNEL_LAUNCH_S + P.LAUNCH_LATENCY_S["ll"]
+    )
+    # NVLS: NCCL's baseLatencies NVLS = 0; its latency is the switch step (25 us) and the route
+    r = simulate(
+        build_schedule("nvls", CollectiveSpec("all_reduce", nranks=8, count=8), channels=2), topo
+    )
+    fixed = P.KERNEL_LAUNCH_S + P.SWITCH_STEP_LATENCY_S
+    assert fixed < r.time_s < fixed + 2e-6

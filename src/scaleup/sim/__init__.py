@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleup.sim.simulate import CompiledSchedule, compile_schedule, itemsize, simulate, simulate_many
+from scaleup.sim.simulate import (
+    CompiledSchedule,
+    compile_schedule,
+    itemsize,
+    simulate,
+    simulate_many,
+)
 from scaleup.sim.timeline import SimResult, render_timeline
 
 __all__ = [

@@ -27,7 +27,16 @@ from typing import Any
 
 from scaleup.errors import SimulationError
 
-__all__ = ["COMPLETE", "NORMAL", "RESOLVE", "START", "URGENT", "EmptySchedule", "Environment", "Event"]
+__all__ = [
+    "COMPLETE",
+    "NORMAL",
+    "RESOLVE",
+    "START",
+    "URGENT",
+    "EmptySchedule",
+    "Environment",
+    "Event",
+]
 
 #: Priority tiers (lower runs first at equal time).
 URGENT = 0

@@ -35,7 +35,16 @@ import scipy.sparse as sp
 
 from scaleup.errors import SimulationError, UsageError
 
-__all__ = ["SOLVERS", "Solver", "equal_share", "get_solver", "maxmin", "register_solver"]
+__all__ = [
+    "SOLVERS",
+    "Solver",
+    "equal_share",
+    "get_solver",
+    "maxmin",
+    "maxmin_entries",
+    "merge_constraints",
+    "register_solver",
+]
 
 Solver = Callable[..., np.ndarray]
 
@@ -53,8 +62,13 @@ def _as_matrix(usage: Any) -> Any:
     return np.asarray(usage, dtype=np.float64)
 
 
-def maxmin(usage: Any, capacity: np.ndarray, *, count: np.ndarray | None = None,
-           bound: np.ndarray | None = None) -> np.ndarray:
+def maxmin(
+    usage: Any,
+    capacity: np.ndarray,
+    *,
+    count: np.ndarray | None = None,
+    bound: np.ndarray | None = None,
+) -> np.ndarray:
     """Max-min fair rate of one flow of each variable (bytes/s).
 
     Parameters
@@ -110,17 +124,136 @@ def maxmin(usage: Any, capacity: np.ndarray, *, count: np.ndarray | None = None,
     return rate
 
 
-def equal_share(usage: Any, capacity: np.ndarray, *, count: np.ndarray | None = None,
-                bound: np.ndarray | None = None) -> np.ndarray:
+def maxmin_entries(
+    row: np.ndarray, col: np.ndarray, use: np.ndarray, capacity: np.ndarray, count: np.ndarray
+) -> np.ndarray:
+    """:func:`maxmin` (no bounds) on a usage matrix given as its nonzero entries.
+
+    ``row[e], col[e], use[e]``: entry ``e`` of the (constraints x variables) usage matrix, with
+    ``len(capacity)`` constraints and ``len(count)`` variables. The same progressive filling,
+    but each round is three ``bincount``/mask passes over the entries of still-unfrozen
+    variables (frozen ones are dropped), with no sparse-matrix objects: the simulator's hot path.
+    Returns the rate of one flow of each variable (``inf`` for one that crosses nothing).
+    """
+    cap = np.asarray(capacity, dtype=np.float64)
+    n_c, n_v = len(cap), len(count)
+    rate = np.full(n_v, np.inf)
+    k = np.asarray(count, dtype=np.float64)
+    live = k[col] > 0
+    r, c = row[live], col[live]
+    w = use[live] * k[c]
+    remaining = cap.copy()
+    tol = _SATURATION_RTOL * cap
+    level = 0.0
+    mark = np.zeros(n_v, dtype=bool)
+    steps = np.empty(n_c)
+    while len(r):
+        load = np.bincount(r, weights=w, minlength=n_c)
+        loaded = load > 0
+        steps.fill(np.inf)
+        np.divide(remaining, load, out=steps, where=loaded)
+        inc = steps.min()
+        level += inc
+        remaining -= load * inc
+        np.maximum(remaining, 0.0, out=remaining)
+        saturated = loaded & (remaining <= tol)
+        if not saturated.any():  # rounding left no constraint exactly saturated: the tightest
+            saturated = loaded & (steps == inc)
+        newly = c[saturated[r]]
+        rate[newly] = level
+        mark[newly] = True
+        keep = ~mark[c]
+        mark[newly] = False
+        r, c, w = r[keep], c[keep], w[keep]
+    rate[k <= 0] = 0.0
+    return rate
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def merge_constraints(system: Any, capacity: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The max-min system with interchangeable constraints merged (exact, fewer entries).
+
+    Two constraints whose columns are proportional to their capacities for EVERY variable
+    (``use[c1, v] / cap[c1] == use[c2, v] / cap[c2]``) fill at the same rate under any set of
+    active variables, so they saturate together and one of them stands for both. A transfer
+    sprayed over the 18 NVLinks of a GB200 (or 5/4/4/5 links over DGX H100's four NVSwitches)
+    touches 18 channels up and 18 down with such columns: merged, it touches one of each, and
+    progressive filling runs over ~5 entries per variable instead of ~40. Each merged
+    constraint is normalised to capacity 1 (coefficients ``use / cap``). Values are grouped at
+    36 significant bits (rounding of the 1/k splits), with the payload ratio ``carried / use``,
+    and compared by a 128-bit fingerprint of the column. Members of a group carry flow at the
+    same instants and ``cap[c]`` times the group's normalised payload flow, so the run keeps its
+    byte/busy accounting per group and expands it per channel at the end (exact).
+    Returns ``(col_ptr, row, use, capacity, carried / cap, group of each constraint or -1)``,
+    the first five the merged system in CSC form.
+    """
+    col_ptr, row, use, carried = system
+    n_v = len(col_ptr) - 1
+    n_c = len(capacity)
+    var = np.repeat(np.arange(n_v), np.diff(col_ptr))
+    norm = use / capacity[row]
+    mant, expo = np.frexp(norm)
+    ratio = carried / use  # payload per unit of capacity used: 1 memory, pe/inflate fabric, 0 CTA
+    quant = np.round(mant * 2.0**36).astype(np.int64) ^ (
+        np.round(ratio * 2.0**20).astype(np.int64) << 37
+    )
+    # a constraint's column as an order-free 2 x 64-bit fingerprint (sum of mixed entry hashes)
+    # plus its entry count: equal columns always match; distinct ones collide with p ~ 2^-128
+    token = (
+        (var.astype(np.uint64) << np.uint64(40))
+        ^ quant.astype(np.uint64)
+        ^ ((expo.astype(np.int64) + 2048).astype(np.uint64) << np.uint64(28))
+    )
+    fps = [np.bincount(row, weights=None, minlength=n_c).astype(np.uint64)]
+    for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+        with np.errstate(over="ignore"):
+            h = _mix(token ^ np.uint64(seed))
+        acc = np.zeros(n_c, dtype=np.uint64)
+        np.add.at(acc, row, h)
+        fps.append(acc)
+    fp = np.stack(fps, axis=1)
+    touched = np.zeros(n_c, dtype=bool)
+    touched[row] = True
+    _, first_of, group = np.unique(fp[touched], axis=0, return_index=True, return_inverse=True)
+    row_group = np.full(n_c, -1, dtype=np.int64)
+    row_group[np.flatnonzero(touched)] = group.ravel()
+    group_of = range(len(first_of))
+    code = var * len(group_of) + row_group[row]
+    uniq, first = np.unique(code, return_index=True)  # one entry per (variable, group)
+    m_var, m_row = uniq // len(group_of), uniq % len(group_of)
+    m_ptr = np.concatenate([[0], np.cumsum(np.bincount(m_var, minlength=n_v))]).astype(np.int64)
+    m_carried = carried[first] / capacity[row[first]]
+    return m_ptr, m_row.astype(np.int64), norm[first], np.ones(len(group_of)), m_carried, row_group
+
+
+def equal_share(
+    usage: Any,
+    capacity: np.ndarray,
+    *,
+    count: np.ndarray | None = None,
+    bound: np.ndarray | None = None,
+) -> np.ndarray:
     """Each flow gets, on every constraint it crosses, capacity / flows there; its rate is the
     smallest of those. Not work-conserving (a flow limited elsewhere leaves capacity unused);
     kept as the naive baseline that ``maxmin`` improves on."""
     a = _as_matrix(usage)
     k = np.ones(a.shape[1]) if count is None else np.asarray(count, dtype=np.float64)
     load = a @ k
-    share = np.where(load > 0, np.asarray(capacity, dtype=np.float64) / np.where(load > 0, load, 1.0), np.inf)
+    share = np.where(
+        load > 0, np.asarray(capacity, dtype=np.float64) / np.where(load > 0, load, 1.0), np.inf
+    )
     dense = a.toarray() if sp.issparse(a) else a
-    per = np.where(dense > 0, share[:, None], np.inf).min(axis=0) if dense.size else np.full(a.shape[1], np.inf)
+    per = (
+        np.where(dense > 0, share[:, None], np.inf).min(axis=0)
+        if dense.size
+        else np.full(a.shape[1], np.inf)
+    )
     if bound is not None:
         per = np.minimum(per, bound)
     return per
@@ -140,4 +273,6 @@ def get_solver(name: str) -> Solver:
     try:
         return SOLVERS[name]
     except KeyError:
-        raise UsageError(f"unknown solver {name!r}; known: {', '.join(SOLVERS)}", source="solver") from None
+        raise UsageError(
+            f"unknown solver {name!r}; known: {', '.join(SOLVERS)}", source="solver"
+        ) from None

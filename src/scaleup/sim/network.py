@@ -132,7 +132,11 @@ class Network:
             kinds_out.append(np.ones(2 * n_acc, dtype=np.int8))
             base += 2 * n_acc
         self.hbm = base + np.arange(n_acc)
-        caps.append(np.array([hardware.accelerator(a.type).hbm_bytes_per_s * P.HBM_EFFICIENCY for a in accs]))
+        caps.append(
+            np.array(
+                [hardware.accelerator(a.type).hbm_bytes_per_s * P.HBM_EFFICIENCY for a in accs]
+            )
+        )
         names += [f"{a.id}.hbm" for a in accs]
         kinds_out.append(np.full(n_acc, 2, dtype=np.int8))
         base += n_acc
@@ -160,7 +164,9 @@ class Network:
             names += [f"{t.devices[h].id}.memory" for h in host_devs]
             n_hosts = len(host_devs)
         self.host_mem = base + np.arange(n_hosts)
-        self.host_mem_of_device = {int(h): int(self.host_mem[i]) for i, h in enumerate(np.flatnonzero(self.is_host))}
+        self.host_mem_of_device = {
+            int(h): int(self.host_mem[i]) for i, h in enumerate(np.flatnonzero(self.is_host))
+        }
         caps.append(host_caps)
         kinds_out.append(np.full(n_hosts, 3, dtype=np.int8))
         self.capacity = np.concatenate(caps)
@@ -170,12 +176,19 @@ class Network:
         # graphs for hop-count BFS: without hosts (preferred) and with them
         self._graphs = {}
         for with_hosts in (False, True):
-            keep = np.ones(self.n_channels, dtype=bool) if with_hosts else ~(self.is_host[self.ch_src] | self.is_host[self.ch_dst])
+            keep = (
+                np.ones(self.n_channels, dtype=bool)
+                if with_hosts
+                else ~(self.is_host[self.ch_src] | self.is_host[self.ch_dst])
+            )
             self._graphs[with_hosts] = csr_matrix(
-                (np.ones(int(keep.sum())), (self.ch_src[keep], self.ch_dst[keep])), shape=(self.n_devices,) * 2
+                (np.ones(int(keep.sum())), (self.ch_src[keep], self.ch_dst[keep])),
+                shape=(self.n_devices,) * 2,
             )
         self._dist: dict[tuple[bool, int], np.ndarray] = {}
-        self._paths: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, float, int]] = {}
+        self._paths: dict[
+            tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
+        ] = {}
         self.routes: list[Route] = []
         self._route_ids: dict[Any, int] = {}
 
@@ -185,7 +198,9 @@ class Network:
         for with_hosts in (False, True):
             need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
             if need:
-                dist = shortest_path(self._graphs[with_hosts], unweighted=True, indices=need, directed=True)
+                dist = shortest_path(
+                    self._graphs[with_hosts], unweighted=True, indices=need, directed=True
+                )
                 for d, row in zip(need, np.atleast_2d(dist), strict=True):
                     self._dist[(with_hosts, d)] = row
 
@@ -210,7 +225,9 @@ class Network:
             if np.isfinite(hops):
                 break
         else:
-            raise NoRouteError(f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}")
+            raise NoRouteError(
+                f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
+            )
         u, v = self.ch_src, self.ch_dst
         on = ds[u] + 1 + dd[v] == hops
         if not with_hosts:
@@ -233,7 +250,9 @@ class Network:
             f = np.where(w > 0, inflow[eu] * w / np.where(wsum[eu] > 0, wsum[eu], 1.0), 0.0)
             frac[sel] = f
             inflow += np.bincount(v[e], weights=f, minlength=self.n_devices)
-            through = arrive[eu] + self.ch_latency[e] + np.where(v[e] == dst, 0.0, self.dev_latency[v[e]])
+            through = (
+                arrive[eu] + self.ch_latency[e] + np.where(v[e] == dst, 0.0, self.dev_latency[v[e]])
+            )
             np.maximum.at(arrive, v[e], np.where(f > 0, through, 0.0))
         keep = frac > 0
         edges, frac = edges[keep], frac[keep]
@@ -261,7 +280,9 @@ class Network:
         if src_rank == dst_rank:
             local = P.REDUCE_HBM_ACCESSES if reduce else P.LOCAL_COPY_HBM_ACCESSES
             empty = np.zeros(0, dtype=np.int64)
-            route = Route(empty, np.zeros(0), np.array([self.hbm[src_rank]]), np.array([local]), 0.0, 0)
+            route = Route(
+                empty, np.zeros(0), np.array([self.hbm[src_rank]]), np.array([local]), 0.0, 0
+            )
             return self._add(key, route)
         if not self.topology.peer_access:
             return self._add(key, self._staged(src_rank, dst_rank, dst_access))
@@ -281,9 +302,14 @@ class Network:
         mem_rows = [np.array([self.hbm[src_rank], self.hbm[dst_rank]])]
         mem_vals = [np.array([1.0, dst_access])]
         if self.virtual_hosts:
-            net_rows, net_vals = np.array([self.vup[src_rank], self.vdown[dst_rank]]), np.array([1.0, 1.0])
+            net_rows, net_vals = (
+                np.array([self.vup[src_rank], self.vdown[dst_rank]]),
+                np.array([1.0, 1.0]),
+            )
             mem_rows.append(np.array([self.host_mem[self.vhost_of_rank[src_rank]]]))
-            latency = float(self.vlink_latency[src_rank] + self.host_latency + self.vlink_latency[dst_rank])
+            latency = float(
+                self.vlink_latency[src_rank] + self.host_latency + self.vlink_latency[dst_rank]
+            )
         else:
             s, d = int(self.acc_devices[src_rank]), int(self.acc_devices[dst_rank])
             ds = self._distance(True, s)
@@ -320,7 +346,9 @@ class Network:
         share = self.ch_capacity[planes] / self.ch_capacity[planes].sum()
         index = self.topology.channel_index
         arch = str(hardware.accelerator(t.devices[dev[issuer]].type).arch)
-        inflate = 1.0 / P.NVLS_EFFICIENCY.get(P.ARCH_ALIASES.get(arch, "default"), P.NVLS_EFFICIENCY["default"])
+        inflate = 1.0 / P.NVLS_EFFICIENCY.get(
+            P.ARCH_ALIASES.get(arch, "default"), P.NVLS_EFFICIENCY["default"]
+        )
         rows: list[int] = []
         vals: list[float] = []
         latency = 0.0
@@ -330,7 +358,8 @@ class Network:
             c = index.get((ids[a].id, ids[b].id))
             if c is None:
                 raise SimulationError(
-                    f"nvls needs {ids[a].id} and {ids[b].id} directly linked (one switch tier)", entry=ids[a].id
+                    f"nvls needs {ids[a].id} and {ids[b].id} directly linked (one switch tier)",
+                    entry=ids[a].id,
                 )
             rows.append(c)
             vals.append(f)

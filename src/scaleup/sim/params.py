@@ -23,6 +23,7 @@ __all__ = [
     "HOST_MEMORY_EFFICIENCY",
     "HOST_STAGED_ACCESSES",
     "HOST_STAGING_LATENCY_S",
+    "KERNEL_LAUNCH_S",
     "LAUNCH_LATENCY_S",
     "LINK_EFFICIENCY",
     "LOCAL_COPY_HBM_ACCESSES",
@@ -62,19 +63,21 @@ __all__ = [
 #:
 #: InfiniBand / Ethernet: NCCL reaches 46-48 GB/s per 400G (50 GB/s) NIC (NVIDIA/nccl-tests
 #: #290, #267): 0.95 (transport headers, 4 KiB MTU).
-LINK_EFFICIENCY: Final = MappingProxyType({
-    "nvlink1": 18.0 / 20.0,
-    "nvlink2": 20.0 / 25.0,
-    "nvlink3": 20.0 / 25.0,
-    "nvlink4": 20.6 / 25.0,
-    "nvlink5": 40.1 / 50.0,
-    "c2c": 20.6 / 25.0,  # NVLink-C2C uses NVLink-style packets; NVLink4 ratio (ESTIMATE)
-    "xgmi": 0.75,
-    "ualink": 1.0,
-    "infiniband": 0.95,
-    "ethernet": 0.95,
-    "socket": 0.8,  # UPI/xGMI socket link: ESTIMATE, coherent-fabric flit overhead like xGMI
-})
+LINK_EFFICIENCY: Final = MappingProxyType(
+    {
+        "nvlink1": 18.0 / 20.0,
+        "nvlink2": 20.0 / 25.0,
+        "nvlink3": 20.0 / 25.0,
+        "nvlink4": 20.6 / 25.0,
+        "nvlink5": 40.1 / 50.0,
+        "c2c": 20.6 / 25.0,  # NVLink-C2C uses NVLink-style packets; NVLink4 ratio (ESTIMATE)
+        "xgmi": 0.75,
+        "ualink": 1.0,
+        "infiniband": 0.95,
+        "ethernet": 0.95,
+        "socket": 0.8,  # UPI/xGMI socket link: ESTIMATE, coherent-fabric flit overhead like xGMI
+    }
+)
 
 #: PCIe TLP payload efficiency: 256 B max payload per TLP against ~24 B of TLP header (12-16 B),
 #: sequence number, LCRC and framing: 256 / (256 + 24) = 0.914 (PCI-SIG base spec layout).
@@ -115,18 +118,27 @@ PAYLOAD_EFFICIENCY: Final = MappingProxyType({"simple": 1.0, "ll": 0.5, "ll128":
 #: seconds, per protocol: NCCL tuning.cc baseLatencies for Ring {LL 6.6, LL128 14.0, Simple 8.4} us.
 LAUNCH_LATENCY_S: Final = MappingProxyType({"ll": 6.6e-6, "ll128": 14.0e-6, "simple": 8.4e-6})
 
+#: Host-side cost of one collective as nccl-tests measures it without CUDA graphs (its ``time``
+#: column is per-iteration wall time of stream-launched collectives): cudaLaunchKernel + NCCL's
+#: enqueue, paid on every call and the same for every algorithm (so NCCL's tuner leaves it out).
+#: 3.0 us is the stream- vs graph-launched difference of a 1 KiB all_reduce on 4 x H800
+#: (NVIDIA/nccl #1984: 3.5 vs 0.5 us); launch + sync of a short kernel is 4-6 us. Taken: 4 us.
+KERNEL_LAUNCH_S: Final = 4.0e-6
+
 #: Per-step synchronisation latency (the receiver's flag poll and the sender's wait for buffer
 #: credit, one per op along a dependency chain), seconds, per link class and protocol: NCCL
 #: tuning.cc hwLatencies for Ring, NVLINK {LL 0.6, LL128 1.9, Simple 3.4} us, PCI {1.0, 2.5, 5.7},
 #: NET {2.7, 4.0, 14.0}. Scale-up links other than NVLink (xGMI, UALink, C2C) use the NVLINK row.
 #: The route's own hardware latency (links, switches) is added on top; NCCL's figures include
 #: the ~0.4 us of an NVSwitch path, so small messages may be ~0.4 us per step pessimistic.
-STEP_LATENCY_S: Final = MappingProxyType({
-    "nvlink": MappingProxyType({"ll": 0.6e-6, "ll128": 1.9e-6, "simple": 3.4e-6}),
-    "pci": MappingProxyType({"ll": 1.0e-6, "ll128": 2.5e-6, "simple": 5.7e-6}),
-    "net": MappingProxyType({"ll": 2.7e-6, "ll128": 4.0e-6, "simple": 14.0e-6}),
-    "local": MappingProxyType({"ll": 0.0, "ll128": 0.0, "simple": 0.0}),
-})
+STEP_LATENCY_S: Final = MappingProxyType(
+    {
+        "nvlink": MappingProxyType({"ll": 0.6e-6, "ll128": 1.9e-6, "simple": 3.4e-6}),
+        "pci": MappingProxyType({"ll": 1.0e-6, "ll128": 2.5e-6, "simple": 5.7e-6}),
+        "net": MappingProxyType({"ll": 2.7e-6, "ll128": 4.0e-6, "simple": 14.0e-6}),
+        "local": MappingProxyType({"ll": 0.0, "ll128": 0.0, "simple": 0.0}),
+    }
+)
 #: Latency of one in-switch reduction op (NVLS: multimem.ld_reduce then multimem.st, both round
 #: trips through the switch plus the group synchronisation): NCCL tuning.cc hwLatencies NVLS
 #: Simple = 25 us (NVLS is Simple-only).
@@ -141,11 +153,13 @@ HOST_STAGING_LATENCY_S: Final = 1.0e-6
 #: GB/s for older parts). LL128: tuning.cc perChMaxRingLL128Bws (Volta/Ampere 20, Hopper 36.7,
 #: Blackwell 40 GB/s). LL: half the Simple figure, because half of every store is a flag. The
 #: cap is a per-(rank, channel) constraint shared by the ops a channel runs at once.
-CTA_BYTES_PER_S: Final = MappingProxyType({
-    "default": MappingProxyType({"simple": 40e9, "ll128": 20e9, "ll": 20e9}),
-    "hopper": MappingProxyType({"simple": 60e9, "ll128": 36.7e9, "ll": 30e9}),
-    "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
-})
+CTA_BYTES_PER_S: Final = MappingProxyType(
+    {
+        "default": MappingProxyType({"simple": 40e9, "ll128": 20e9, "ll": 20e9}),
+        "hopper": MappingProxyType({"simple": 60e9, "ll128": 36.7e9, "ll": 30e9}),
+        "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
+    }
+)
 #: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S`/:data:`NVLS_EFFICIENCY`.
 ARCH_ALIASES: Final = MappingProxyType({"hopper": "hopper", "blackwell": "blackwell"})
 

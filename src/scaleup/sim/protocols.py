@@ -39,7 +39,9 @@ class Protocol:
 
     def cta_bytes_per_s(self, arch: str) -> float:
         """Most payload one channel (thread block) of a GPU of ``arch`` moves per second."""
-        row = P.CTA_BYTES_PER_S.get(P.ARCH_ALIASES.get(arch, "default"), P.CTA_BYTES_PER_S["default"])
+        row = P.CTA_BYTES_PER_S.get(
+            P.ARCH_ALIASES.get(arch, "default"), P.CTA_BYTES_PER_S["default"]
+        )
         return float(row[self.name])
 
 
@@ -61,4 +63,6 @@ def protocol(name: str) -> Protocol:
     try:
         return PROTOCOLS[str(name).lower()]
     except KeyError:
-        raise UsageError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}", source="proto") from None
+        raise UsageError(
+            f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}", source="proto"
+        ) from None

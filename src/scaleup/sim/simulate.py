@@ -33,7 +33,7 @@ from scaleup.collectives.spec import DTYPES
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
-from scaleup.sim.fairshare import get_solver
+from scaleup.sim.fairshare import get_solver, maxmin, maxmin_entries, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network, network_for
 from scaleup.sim.protocols import Protocol, protocol
 from scaleup.sim.timeline import SimResult
@@ -46,7 +46,9 @@ def itemsize(dtype: str) -> int:
     """Bytes per element of a dtype name (``float32``, ``half``, ``bfloat16``...)."""
     key = DTYPES.get(str(dtype).lower())
     if key is None:
-        raise UsageError(f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPES))}", source="dtype")
+        raise UsageError(
+            f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPES))}", source="dtype"
+        )
     return 2 if key == "bfloat16" else int(np.dtype(key).itemsize)
 
 
@@ -55,13 +57,17 @@ def _rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | Non
     n = schedule.nranks
     if ranks is None:
         if n > n_acc:
-            raise SimulationError(f"schedule has {n} ranks, topology {topology.name} has {n_acc} accelerators")
+            raise SimulationError(
+                f"schedule has {n} ranks, topology {topology.name} has {n_acc} accelerators"
+            )
         return np.arange(n, dtype=np.int64)
     out = np.asarray(list(ranks), dtype=np.int64)
     if len(out) != n:
         raise UsageError(f"ranks maps {len(out)} ranks, the schedule has {n}", source="ranks")
     if len(np.unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
-        raise UsageError(f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks")
+        raise UsageError(
+            f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks"
+        )
     return out
 
 
@@ -76,7 +82,9 @@ class CompiledSchedule:
         Schedule rank ``r`` runs on accelerator ``ranks[r]`` (default: the first n).
     """
 
-    def __init__(self, schedule: Schedule, topology: Topology, ranks: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, schedule: Schedule, topology: Topology, ranks: Sequence[int] | None = None
+    ) -> None:
         self.schedule = schedule
         self.topology = topology
         self.net: Network = network_for(topology)
@@ -103,7 +111,9 @@ class CompiledSchedule:
             try:
                 route[i] = self.net.switch_route(srcs, dsts, int(rmap[t.rank[i]]))
             except SimulationError as error:
-                raise SimulationError(error.message, source=topology.name, entry=error.entry, op=int(i)) from None
+                raise SimulationError(
+                    error.message, source=topology.name, entry=error.entry, op=int(i)
+                ) from None
         self.route = route
         issuer = rmap[t.rank]
         # one LMM variable per (route, issuing rank, channel tag)
@@ -123,12 +133,28 @@ class CompiledSchedule:
         owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
         order = np.argsort(t.dep_idx, kind="stable")
         self.succ_idx = owner[order]
-        self.succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(t.dep_idx, minlength=n))]).astype(np.int64)
+        self.succ_ptr = np.concatenate(
+            [[0], np.cumsum(np.bincount(t.dep_idx, minlength=n))]
+        ).astype(np.int64)
         routes = self.net.routes
-        self.op_route_latency = np.array([routes[r].latency_s for r in range(len(routes))])[route] if n else np.zeros(0)
-        self.op_class = np.array([routes[r].link_class for r in range(len(routes))], dtype=np.int64)[route] if n else np.zeros(0, dtype=np.int64)
+        self.op_route_latency = (
+            np.array([routes[r].latency_s for r in range(len(routes))])[route] if n else np.zeros(0)
+        )
+        self.op_class = (
+            np.array([routes[r].link_class for r in range(len(routes))], dtype=np.int64)[route]
+            if n
+            else np.zeros(0, dtype=np.int64)
+        )
         self.count = t.count.astype(np.float64)
-        self._per_protocol: dict[str, tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]] = {}
+        fabric = (t.kind == int(OpKind.SWITCH_REDUCE)) | (
+            t.src_rank[t.src_ptr[:-1]] != t.dst_rank[t.dst_ptr[:-1]]
+        )
+        #: NVLS-only schedules pay no ring base latency: NCCL's baseLatencies NVLS = 0, its whole
+        #: latency is the switch step (P.SWITCH_STEP_LATENCY_S)
+        self.nvls_only = bool(fabric.any() and np.all(t.kind[fabric] == int(OpKind.SWITCH_REDUCE)))
+        self._per_protocol: dict[str, tuple[Any, ...]] = {}
+        self._bound_per_count: dict[str, float] = {}
+        self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def _system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -142,21 +168,37 @@ class CompiledSchedule:
         if hit is not None:
             return hit
         net, routes = self.net, self.net.routes
-        rows: list[np.ndarray] = []
-        use: list[np.ndarray] = []
-        carried: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
         base = net.n_constraints
-        for v in range(self.n_vars):
-            r = routes[int(self.var_route[v])]
-            # a thread block drives fabric transfers; local copies/reductions use the whole GPU
-            cta = [base + self.var_cta[v]] if len(r.net_rows) else []
-            rows.append(np.r_[r.net_rows, r.mem_rows, cta])
-            use.append(np.r_[r.net_vals * (r.inflate / proto.payload_efficiency), r.mem_vals, np.ones(len(cta))])
-            carried.append(np.r_[r.net_vals, r.mem_vals, np.zeros(len(cta))])
-            cols.append(np.full(len(rows[-1]), v))
-        col_ptr = np.concatenate([[0], np.cumsum([len(x) for x in rows])]).astype(np.int64)
-        system = (col_ptr, np.concatenate(rows).astype(np.int64), np.concatenate(use), np.concatenate(carried))
+        # per route (used by some variable): its channel + memory entries, then per variable
+        # those entries plus, for fabric transfers, its thread block (local ops use the whole GPU)
+        used_routes, var_r = np.unique(self.var_route, return_inverse=True)
+        r_rows, r_use, r_car, r_len, r_net = [], [], [], [], []
+        for rid in used_routes.tolist():
+            r = routes[rid]
+            r_rows.append(np.concatenate([r.net_rows, r.mem_rows]).astype(np.int64))
+            r_use.append(
+                np.concatenate([r.net_vals * (r.inflate / proto.payload_efficiency), r.mem_vals])
+            )
+            r_car.append(np.concatenate([r.net_vals, r.mem_vals]))
+            r_len.append(len(r_rows[-1]))
+            r_net.append(len(r.net_rows) > 0)
+        r_ptr = np.concatenate([[0], np.cumsum(r_len)]).astype(np.int64)
+        none_i, none_f = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]  # an empty schedule
+        rows_all = np.concatenate(r_rows or none_i)
+        use_all, car_all = np.concatenate(r_use or none_f), np.concatenate(r_car or none_f)
+        ent = _csr_rows(r_ptr, var_r)
+        ent_var = np.repeat(np.arange(self.n_vars), r_ptr[var_r + 1] - r_ptr[var_r])
+        has_cta = np.asarray(r_net, dtype=bool)[var_r]
+        lens = r_ptr[var_r + 1] - r_ptr[var_r]
+        col_ptr = np.concatenate([[0], np.cumsum(lens + has_cta)]).astype(np.int64)
+        # scatter without sorting: a variable's route entries, then its CTA entry last
+        slot = col_ptr[ent_var] + np.arange(len(ent)) - np.repeat(np.cumsum(lens) - lens, lens)
+        cta_v = np.flatnonzero(has_cta)
+        n_e = int(col_ptr[-1])
+        row_e, use_e, car_e = np.empty(n_e, dtype=np.int64), np.ones(n_e), np.zeros(n_e)
+        row_e[slot], use_e[slot], car_e[slot] = rows_all[ent], use_all[ent], car_all[ent]
+        row_e[col_ptr[cta_v + 1] - 1] = base + self.var_cta[cta_v]
+        system = (col_ptr, row_e.astype(np.int64), use_e, car_e)
         accs = self.topology.accelerators
         cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
                             for r in self.cta_rank])  # fmt: skip
@@ -168,23 +210,72 @@ class CompiledSchedule:
         self._per_protocol[proto.name] = out
         return out
 
-    def run(self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0,
-            solver: str = "maxmin") -> SimResult:
+    def _merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:
+        """The protocol's system with interchangeable constraints merged
+        (:func:`~scaleup.sim.fairshare.merge_constraints`), cached; only runs need it."""
+        hit = self._merged_cache.get(proto.name)
+        if hit is None:
+            system, capacity, _latency, _memo = self._system(proto)
+            hit = self._merged_cache[proto.name] = merge_constraints(system, capacity)
+        return hit
+
+    def start_s(self, proto: Protocol) -> float:
+        """When the roots are released: host launch (:data:`~scaleup.sim.params.KERNEL_LAUNCH_S`)
+        plus the protocol's base latency (none for NVLS-only schedules)."""
+        return P.KERNEL_LAUNCH_S + (0.0 if self.nvls_only else proto.launch_latency_s)
+
+    def lower_bound_s(
+        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0
+    ) -> float:
+        """A lower bound of ``run(...).time_s`` without simulating (for pruning a tuner).
+
+        Launch latency plus the congestion bound: every constraint (channel, HBM, thread block)
+        must carry all the bytes the ops put on it, at most at its capacity, so the run takes at
+        least ``max_c sum_ops use[c, op] * bytes(op) / capacity[c]``. Exact for one saturated
+        resource; it ignores dependencies and latency, so it is never above the simulated time.
+        """
+        proto = protocol(protocol_name)
+        if not self.n_ops:
+            return self.start_s(proto)
+        unit = self._bound_per_count.get(proto.name)
+        if unit is None:  # seconds per (count x bytes per element) at scale 1: linear in both
+            (col_ptr, row, use, _carried), capacity, _lat, _memo = self._system(proto)
+            var_count = np.bincount(self.var_of_op, weights=self.count, minlength=self.n_vars)
+            per_entry = use * np.repeat(var_count, np.diff(col_ptr))
+            unit = float(
+                (np.bincount(row, weights=per_entry, minlength=len(capacity)) / capacity).max()
+            )
+            self._bound_per_count[proto.name] = unit
+        return float(self.start_s(proto) + unit * itemsize(dtype) * float(scale))
+
+    def run(
+        self,
+        protocol_name: str = "simple",
+        *,
+        dtype: str = "float32",
+        scale: float = 1.0,
+        solver: str = "maxmin",
+    ) -> SimResult:
         """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``."""
         proto = protocol(protocol_name)
         if proto.name != "simple" and np.any(self.op_class == LINK_CLASSES.index("switch")):
-            raise SimulationError("nvls (switch_reduce) runs with the simple protocol only", source=proto.name)
+            raise SimulationError(
+                "nvls (switch_reduce) runs with the simple protocol only", source=proto.name
+            )
         return _Run(self, proto, itemsize(dtype) * float(scale), get_solver(solver)).result()
 
 
 class _Run:
     """One simulation: the event handlers over the compiled arrays."""
 
-    def __init__(self, c: CompiledSchedule, proto: Protocol, bytes_per_count: float, solver: Any) -> None:
+    def __init__(
+        self, c: CompiledSchedule, proto: Protocol, bytes_per_count: float, solver: Any
+    ) -> None:
         self.c = c
         self.proto = proto
         self.solver = solver
         self.system, self.capacity, self.latency, self.memo = c._system(proto)
+        self.merged = c._merged_system(proto)
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -200,8 +291,9 @@ class _Run:
         self.t_last = 0.0
         self.acc_rows = np.zeros(0, dtype=np.int64)
         self.acc_bytes = np.zeros(0)
-        self.con_bytes = np.zeros(len(self.capacity))
-        self.con_busy = np.zeros(len(self.capacity))
+        n_groups = len(self.merged[3])  # accounting per merged constraint, expanded at the end
+        self.con_bytes = np.zeros(n_groups)
+        self.con_busy = np.zeros(n_groups)
         self.completion: Event | None = None
         self.resolve_pending = False
         self.n_events = 0
@@ -210,16 +302,21 @@ class _Run:
     def result(self) -> SimResult:
         c = self.c
         roots = np.flatnonzero(c.n_deps == 0)
-        self._release(roots, self.proto.launch_latency_s)
+        self._release(roots, c.start_s(self.proto))
         self.env.run()
         if c.n_ops and np.isnan(self.end).any():
             stuck = int(np.flatnonzero(np.isnan(self.end))[0])
             raise SimulationError("op never became ready (dependency cycle?)", op=stuck)
         n_ch = c.net.n_channels
+        group, cap = self.merged[5], self.capacity
+        pad_b, pad_t = np.r_[self.con_bytes, 0.0], np.r_[self.con_busy, 0.0]  # group -1: nothing
+        con_bytes = cap * pad_b[np.where(group >= 0, group, len(self.con_bytes))]
+        con_busy = pad_t[np.where(group >= 0, group, len(self.con_busy))]
+        self.con_bytes, self.con_busy = con_bytes, con_busy
         names = c.net.constraint_names + tuple(f"r{int(r)}.cta" for r in c.cta_rank)
         t = c.topology
         return SimResult(
-            time_s=float(self.end.max()) if c.n_ops else 0.0,
+            time_s=float(self.end.max()) if c.n_ops else c.start_s(self.proto),
             op_start_s=self.start, op_end_s=self.end,
             op_rank=c.schedule.table.rank, op_channel=c.schedule.table.channel,
             channel_bytes=self.con_bytes[:n_ch], channel_busy_s=self.con_busy[:n_ch],
@@ -342,31 +439,36 @@ class _Run:
         self.completion = self._at(float(self.a_fin.min()), None, self._on_complete, COMPLETE)
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        col_ptr, row, use, carried = self.system
-        idx = _csr_rows(col_ptr, uv)
-        col = np.repeat(np.arange(len(uv)), col_ptr[uv + 1] - col_ptr[uv])
-        hit = row[idx]
-        mark = np.zeros(len(self.capacity), dtype=bool)
-        mark[hit] = True
-        rows = np.flatnonzero(mark)  # the constraints these variables touch, without a sort
-        where = np.zeros(len(self.capacity), dtype=np.int64)
-        where[rows] = np.arange(len(rows))
-        local = where[hit]
-        shape = (len(rows), len(uv))
-        if shape[0] * shape[1] <= 1 << 16:
-            usage: Any = np.zeros(shape)
-            usage[local, col] = use[idx]
+        m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
+        m_idx = _csr_rows(m_ptr, uv)
+        m_col = np.repeat(np.arange(len(uv)), m_ptr[uv + 1] - m_ptr[uv])
+        hit = m_row[m_idx]
+        if self.solver is maxmin:  # fast path: progressive filling on merged constraints
+            rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
         else:
-            usage = sp.csr_matrix((use[idx], (local, col)), shape=shape)
-        rates = self.solver(usage, self.capacity[rows], count=cnt)
+            col_ptr, row, use, _carried = self.system
+            idx = _csr_rows(col_ptr, uv)
+            col = np.repeat(np.arange(len(uv)), col_ptr[uv + 1] - col_ptr[uv])
+            mark = np.zeros(len(self.capacity), dtype=bool)
+            mark[row[idx]] = True
+            rows = np.flatnonzero(mark)  # the constraints these variables touch
+            where = np.zeros(len(self.capacity), dtype=np.int64)
+            where[rows] = np.arange(len(rows))
+            usage = sp.csr_matrix((use[idx], (where[row[idx]], col)), shape=(len(rows), len(uv)))
+            rates = self.solver(usage, self.capacity[rows], count=cnt)
         if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
-            raise SimulationError("a transfer got no bandwidth (a zero-capacity or unbounded route)")
-        flow = np.bincount(local, weights=carried[idx] * (rates * cnt)[col], minlength=len(rows))
-        used = flow > 0
-        return rates, rows[used], flow[used]
+            raise SimulationError(
+                "a transfer got no bandwidth (a zero-capacity or unbounded route)"
+            )
+        # payload flow per merged constraint, in units of capacity (x capacity at the end)
+        flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col], minlength=len(m_cap))
+        used = np.flatnonzero(flow > 0)
+        return rates, used, flow[used]
 
 
-def compile_schedule(schedule: Schedule, topology: Topology, *, ranks: Sequence[int] | None = None) -> CompiledSchedule:
+def compile_schedule(
+    schedule: Schedule, topology: Topology, *, ranks: Sequence[int] | None = None
+) -> CompiledSchedule:
     """Bind ``schedule`` to ``topology`` once, to run it for several protocols or sizes."""
     return CompiledSchedule(schedule, topology, ranks)
 
@@ -435,4 +537,7 @@ def simulate_many(
     if size <= 0:
         raise UsageError("simulate_many needs a schedule with a nonzero count", source="sizes")
     compiled = CompiledSchedule(schedule, topology, ranks)
-    return [compiled.run(protocol, dtype=dtype, scale=float(s) / size, solver=solver) for s in sizes_bytes]
+    return [
+        compiled.run(protocol, dtype=dtype, scale=float(s) / size, solver=solver)
+        for s in sizes_bytes
+    ]

@@ -84,7 +84,9 @@ class SimResult:
             "time_us": self.time_us,
             "n_ops": int(len(self.op_end_s)),
             "n_events": self.n_events,
-            "busiest_channel": self.channel_names[busiest] if busiest >= 0 and self.channel_names else busiest,
+            "busiest_channel": self.channel_names[busiest]
+            if busiest >= 0 and self.channel_names
+            else busiest,
             "busiest_channel_bytes": self.busiest_channel_bytes,
             "linkbw_gb_per_s": self.linkbw_gb_per_s,
             "channels": [
@@ -102,7 +104,9 @@ class SimResult:
         return render_timeline(self, width=width, ranks=ranks, ops=ops)
 
 
-def render_timeline(result: SimResult, *, width: int = 60, ranks: int = 8, ops: int | None = None) -> str:
+def render_timeline(
+    result: SimResult, *, width: int = 60, ranks: int = 8, ops: int | None = None
+) -> str:
     """Render which ops each rank had in flight over time, one row per rank."""
     n = len(result.op_end_s) if ops is None else min(ops, len(result.op_end_s))
     end = float(result.op_end_s[:n].max()) if n else 0.0

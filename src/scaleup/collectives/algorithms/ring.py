@@ -17,8 +17,11 @@ rank; position ``j-1`` ends with the full sum and the all-gather passes it on::
     p0 ->R p1 ->R p2 ->R p3 ->C p0 ->C p1 ->C p2
     (blocks 1..3 do the same, rotated by one position each, at the same steps)
 
-Before receiving, each rank copies its own input into its output (two local copies per lane:
-the blocks before and after its own), so that ``reduce`` (``dst = dst op src``) has a target.
+A reduce is ``dst = dst op src``, so before each receive the receiver copies its own input block
+into the target, *just in time* (:func:`~scaleup.collectives.algorithms._common.reduce_chains`):
+the copy for step ``t`` waits for that rank's reduce of step ``t - 2`` and overlaps step ``t - 1``'s
+transfer. Every rank's ops in a step have one size and become ready together, as in NCCL's
+dataflow (which reads its own input inside ``recvReduceSend`` and never copies up front).
 
 Chains (broadcast, reduce): each lane's piece travels ``root -> p1 -> ... -> p(n-1)`` (reduce:
 the other way round, accumulating in scratch). Chunk ``c`` at hop ``t`` has step tag ``c + t``::
@@ -37,15 +40,15 @@ import numpy as np
 
 from scaleup.collectives.algorithms._common import (
     INPUT,
-    NONE,
     OUTPUT,
     SCRATCH,
+    TableBuilder,
     chains,
     check_int,
     local_copies,
+    reduce_chains,
     split,
 )  # fmt: skip
-from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
@@ -116,8 +119,8 @@ def lanes(n: int, params: dict[str, Any]) -> Lanes:
     return Lanes(np.asarray(orders, dtype=np.int64), np.asarray(channel), np.asarray(chunk))
 
 
-def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> ScheduleBuilder:
-    return ScheduleBuilder(spec, "ring", scratch_count=scratch, params=params)
+def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> TableBuilder:
+    return TableBuilder(spec, "ring", scratch_count=scratch, params=params)
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
@@ -129,62 +132,22 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     rel = np.array([split(int(s), n)[0] for s in reg_size])  # (R, n) block offsets in region
     bsize = np.array([split(int(s), n)[1] for s in reg_size])
     boff = reg_off[:, None] + rel  # (R, n)
-    # init copies at ring position p: blocks [0, p) and [p+1, n) of the lane's region
-    low_size = boff - reg_off[:, None]
-    high_off = boff + bsize
-    high_size = (reg_off + reg_size)[:, None] - high_off
     ranks_at = ln.orders  # (R, n) by position
-    step0 = np.zeros((r_count, n), dtype=np.int64)
-    init_low = local_copies(
-        b,
-        ranks_at,
-        INPUT,
-        np.broadcast_to(reg_off[:, None], (r_count, n)),
-        OUTPUT,
-        np.broadcast_to(reg_off[:, None], (r_count, n)),
-        low_size,
-        step=step0,
-        channel=np.broadcast_to(ln.channel[:, None], (r_count, n)),
-    ).reshape(r_count, n)
-    init_high = local_copies(
-        b,
-        ranks_at,
-        INPUT,
-        high_off,
-        OUTPUT,
-        high_off,
-        high_size,
-        step=step0,
-        channel=np.broadcast_to(ln.channel[:, None], (r_count, n)),
-    ).reshape(r_count, n)
     j = np.arange(n)
     pos = (j[:, None] + np.arange(n)[None, :]) % n  # pos[j, t]: block j's chain, RS
     lane_idx = np.repeat(np.arange(r_count), n)
     block_idx = np.tile(j, r_count)
     rs_ranks = ranks_at[lane_idx[:, None], pos[block_idx]]  # (R*n, n)
-    recv_pos = pos[block_idx][:, 1:]  # (R*n, n-1)
-    use_low = block_idx[:, None] < recv_pos
-    hop_deps = np.where(
-        use_low, init_low[lane_idx[:, None], recv_pos], init_high[lane_idx[:, None], recv_pos]
-    )
     off = boff[lane_idx, block_idx]
     cnt = bsize[lane_idx, block_idx]
     ch = ln.channel[lane_idx]
     hops = np.arange(n - 1)
-    src_buf = np.where(hops == 0, INPUT, OUTPUT)
-    rs = chains(
-        b,
-        OpKind.REDUCE,
-        rs_ranks,
-        src_buf,
-        OUTPUT,
-        off[:, None],
-        off[:, None],
-        cnt,
-        hop_deps=hop_deps,
-        channel=ch,
-        step=hops[None, :],
-    )
+    # block j+1's hop t-1 reaches the rank that block j's hop t reaches (same lane)
+    succ = lane_idx * n + (block_idx + 1) % n
+    rs, _ = reduce_chains(
+        b, rs_ranks, np.where(hops == 0, INPUT, OUTPUT), OUTPUT, off[:, None], off[:, None],
+        off[:, None], cnt, succ=succ, channel=ch, step=hops[None, :],
+    )  # fmt: skip
     ag_pos = (j[:, None] - 1 + np.arange(n)[None, :]) % n
     ag_ranks = ranks_at[lane_idx[:, None], ag_pos[block_idx]]
     chains(
@@ -210,13 +173,6 @@ def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     r_count = len(ln)
     poff, psize = split(blk, r_count)
     j = np.arange(n)
-    # scratch init at rank q for block j when q is an intermediate (position >= owner + 2)
-    rel = (ln.positions[:, :, None] - ln.positions[:, None, :]) % n  # (R, q, j)
-    need = np.any(rel >= 2, axis=0)
-    qq, jj = np.nonzero(need)
-    scratch_init = np.full((n, n), NONE, dtype=np.int64)
-    scratch_init[qq, jj] = local_copies(b, qq, INPUT, jj * blk, SCRATCH, jj * blk, blk)
-    out_init = local_copies(b, j, INPUT, j * blk, OUTPUT, 0, blk)
     lane_idx = np.repeat(np.arange(r_count), n)
     block_idx = np.tile(j, r_count)
     owner_pos = ln.positions[lane_idx, block_idx]
@@ -228,23 +184,12 @@ def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     dst_buf = np.where(last, OUTPUT, SCRATCH)
     off = block_idx * blk + poff[lane_idx]
     dst_off = np.where(last[None, :], poff[lane_idx][:, None], off[:, None])
-    recv = ranks[:, 1:]
-    hop_deps = np.where(
-        last[None, :], out_init[block_idx][:, None], scratch_init[recv, block_idx[:, None]]
-    )
-    chains(
-        b,
-        OpKind.REDUCE,
-        ranks,
-        src_buf,
-        dst_buf,
-        off[:, None],
-        dst_off,
-        psize[lane_idx],
-        hop_deps=hop_deps,
-        channel=ln.channel[lane_idx],
-        step=hops[None, :],
-    )
+    # the block owned one position further on reaches the same receiver one hop earlier
+    succ = lane_idx * n + ln.orders[lane_idx, (owner_pos + 1) % n]
+    reduce_chains(
+        b, ranks, src_buf, dst_buf, off[:, None], dst_off, off[:, None], psize[lane_idx],
+        succ=succ, channel=ln.channel[lane_idx], step=hops[None, :],
+    )  # fmt: skip
     return b.build()
 
 

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleup.collectives.algorithms._common import check_int, split
-from scaleup.collectives.build import ScheduleBuilder
+from scaleup.collectives.algorithms._common import TableBuilder, check_int, split
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 
@@ -128,7 +127,7 @@ def _heights(children: list[list[int]], order: list[int]) -> list[int]:
 
 
 def _up(
-    b: ScheduleBuilder,
+    b: TableBuilder,
     parents: list[int],
     off: int,
     size: int,
@@ -136,8 +135,14 @@ def _up(
     chunk: int,
     acc_buffer: str,
     root_buffer: str,
+    jit: dict[tuple[int, int], int],
 ) -> tuple[int, int, list[list[int]], list[int]]:
-    """Reduce a lane up its tree; returns (root, root's final op, children, heights)."""
+    """Reduce a lane up its tree; returns (root, root's final op, children, heights).
+
+    An inner node first copies its own input into the target; that copy waits for the node's
+    first reduce of the previous chunk on the same channel (``jit``, updated here), so chunk
+    ``c``'s copy overlaps chunk ``c - 1``'s transfers instead of every chunk copying up front.
+    """
     root, children, order = _shape(parents)
     height = _heights(children, order)
     last: dict[int, int] = {}
@@ -146,7 +151,10 @@ def _up(
             continue
         buffer = root_buffer if v == root else acc_buffer
         target = getattr(b, buffer)(v, off, size)
-        prev = b.copy(b.input(v, off, size), target, deps=[], channel=channel, step=chunk)
+        before = jit.get((channel, v))
+        prev = b.copy(b.input(v, off, size), target, deps=[] if before is None else [before],
+                      channel=channel, step=chunk)  # fmt: skip
+        first = True
         for ch in children[v]:
             src = (
                 b.input(ch, off, size)
@@ -157,12 +165,15 @@ def _up(
             prev = b.reduce(
                 src, target, rank=ch, deps=deps, channel=channel, step=chunk + height[ch]
             )
+            if first:
+                jit[(channel, v)] = prev
+                first = False
         last[v] = prev
     return root, last.get(root, -1), children, height
 
 
 def _down(
-    b: ScheduleBuilder,
+    b: TableBuilder,
     root: int,
     children: list[list[int]],
     ready: int,
@@ -189,17 +200,18 @@ def _down(
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = ScheduleBuilder(spec, "tree", params=params)
+    b = TableBuilder(spec, "tree", params=params)
+    jit: dict[tuple[int, int], int] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, None):
         root, final, children, height = _up(
-            b, parents, off, size, channel, chunk, "output", "output"
+            b, parents, off, size, channel, chunk, "output", "output", jit
         )
         _down(b, root, children, final, off, size, channel, chunk + height[root] + 1)
     return b.build()
 
 
 def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = ScheduleBuilder(spec, "tree", params=params)
+    b = TableBuilder(spec, "tree", params=params)
     if spec.count:
         b.copy(b.input(spec.root, 0, spec.count), b.output(spec.root, 0, spec.count), deps=[])
     for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
@@ -209,9 +221,10 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = ScheduleBuilder(spec, "tree", scratch_count=spec.count, params=params)
+    b = TableBuilder(spec, "tree", scratch_count=spec.count, params=params)
+    jit: dict[tuple[int, int], int] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
-        _up(b, parents, off, size, channel, chunk, "scratch", "output")
+        _up(b, parents, off, size, channel, chunk, "scratch", "output", jit)
     return b.build()
 
 
