@@ -93,7 +93,9 @@ def time_s(
         alpha = a if switch_alpha_s is None else switch_alpha_s
         body = alpha + s * (1 + 1 / n) / (b * switch_efficiency)
     else:
-        raise UnsupportedCollective(f"no closed form for {algorithm} {collective}", source=algorithm)
+        raise UnsupportedCollective(
+            f"no closed form for {algorithm} {collective}", source=algorithm
+        )
     return launch_s + body
 
 
@@ -106,8 +108,13 @@ class AlphaBeta:
     beta_bytes_per_s: float
 
 
-def alpha_beta(topology: object, *, protocol: str = "simple", channels: int = 1,
-               ranks: Sequence[int] | None = None) -> AlphaBeta:
+def alpha_beta(
+    topology: object,
+    *,
+    protocol: str = "simple",
+    channels: int = 1,
+    ranks: Sequence[int] | None = None,
+) -> AlphaBeta:
     """Alpha-beta figures of a uniform topology from the simulator's parameters.
 
     ``alpha`` is the protocol step latency plus the hardware latency of the route from the first
@@ -128,4 +135,6 @@ def alpha_beta(topology: object, *, protocol: str = "simple", channels: int = 1,
     inject = float(net.ch_capacity[net.ch_src == dev].sum()) * proto.payload_efficiency
     arch = str(hardware.accelerator(topology.accelerators[order[0]].type).arch)  # type: ignore[attr-defined]
     beta = min(inject, channels * proto.cta_bytes_per_s(arch))
-    return AlphaBeta(proto.launch_latency_s, alpha, beta)
+    from scaleup.sim.params import KERNEL_LAUNCH_S  # noqa: PLC0415
+
+    return AlphaBeta(KERNEL_LAUNCH_S + proto.launch_latency_s, alpha, beta)
