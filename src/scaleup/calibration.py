@@ -191,11 +191,10 @@ MODEL_NOTES: tuple[str, ...] = (
     "-two channel counts that doubled one ring). `direct` is slow here because one channel is one "
     "thread block (the per-channel cap), not a routing fault; NCCL/RCCL do not run it.",
     "**Small messages (<= 64 KiB)**: the simulator charges NCCL's own latency model (base + steps "
-    "x hwLat, e.g. 8-GPU ring LL 15.0 us), but nccl-tests' time column is the per-iteration wall "
-    "time of host-launched collectives, which also pays the kernel launch and NCCL enqueue (~3-6 "
-    "us; 3.0 us stream vs CUDA-graph launch in NVIDIA/nccl #1984), and NCCL's NVLS base latency "
-    "is 0 (the 25 us is all hwLat). Requested from the simulator owner (`KERNEL_LAUNCH_S`); "
-    "until it lands the small-message bound is not met. A100 (NVSwitch gen 2) is slower per step "
+    "x hwLat, e.g. 8-GPU ring LL 15.0 us) plus the host kernel launch and enqueue that nccl-tests' "
+    "per-iteration wall time also pays (`KERNEL_LAUNCH_S` = 4 us; 3.0 us stream vs CUDA-graph "
+    "launch in NVIDIA/nccl #1984), and NVLS-only schedules pay no ring base latency (NCCL's NVLS "
+    "base latency is 0; its 25 us is all hwLat). A100 (NVSwitch gen 2) is still slower per step "
     "than NCCL's table says (~2 us per ring step measured in NVIDIA/nccl-tests #123 vs 0.6).",
     "**Mid-size ramp (128 MiB)**: A100 ring (+27%), B200/GB200 NVLS (+22..25%) and H200 NVLS (+11%) "
     "are too fast at 128 MiB while within ~2-13% at >= 1 GiB: real NCCL approaches its asymptote "

@@ -51,15 +51,17 @@ def test_time_grows_with_size_and_ranks_flag():
     assert times == sorted(times)
 
 
-def test_no_p2p_is_slower_on_pcie8():
+def test_no_p2p_is_slower_on_pcie8_inside_a_socket():
+    """Inside one CPU socket (g0..g3) peer-to-peer crosses only PCIe switches; staging through host
+    memory crosses PCIe twice and host memory, so it is slower. Across the two sockets both are
+    bounded by the same socket link (and NCCL itself stages cross-socket traffic by default)."""
     from scaleup.topology import resolve_topology
 
     t = resolve_topology("pcie-8")
-    p2p = bench_rows(t, min_bytes=64 * 1024**2, max_bytes=64 * 1024**2)[0]
-    staged = bench_rows(t.with_peer_access(False), min_bytes=64 * 1024**2, max_bytes=64 * 1024**2)[
-        0
-    ]
-    assert staged.time_us > p2p.time_us
+    size = 64 * 1024**2
+    p2p = bench_rows(t, min_bytes=size, max_bytes=size, nranks=4)[0]
+    staged = bench_rows(t.with_peer_access(False), min_bytes=size, max_bytes=size, nranks=4)[0]
+    assert staged.time_us > 1.5 * p2p.time_us
 
 
 def test_bad_arguments():

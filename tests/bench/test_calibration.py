@@ -56,26 +56,30 @@ def test_summary_bounds_big_messages(comparisons):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="A100 ring at 128 MiB +27% (mid-size ramp, docs/validation.md 'Model notes'); "
-    "every other system is within 25%",
-    strict=False,
-)
-def test_summary_bounds_worst_system(comparisons):
+def test_summary_bounds_small_messages(comparisons):
+    """<= 64 KiB: median |time error| <= 25% (a real assertion)."""
     summary = summarize(comparisons)
-    assert summary.worst_error_big <= 0.25, summary.per_system_big
+    assert summary.n_small >= 8
+    assert summary.median_time_error_small <= 0.25
+
+
+@pytest.mark.slow
+def test_no_system_is_off_by_more_than_30_percent(comparisons):
+    """A regression guard at today's worst system (A100 at 128 MiB, +27%): see the strict xfail below."""
+    summary = summarize(comparisons)
+    assert summary.worst_error_big <= 0.30, summary.per_system_big
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    reason="needs the kernel-launch term requested from PERF (coord requests, 'From CAL'): "
-    "nccl-tests' time includes the host launch the simulator does not charge yet",
-    strict=False,
+    reason="issue 4's target; not met: the mid-size ramp (A100 ring +27% and B200 NVLS +26% at "
+    "128 MiB, within ~2-13% at >= 1 GiB) is not explained by the model (docs/validation.md, "
+    "'Model notes'); strict, so it fails loudly once the model meets it",
+    strict=True,
 )
-def test_summary_bounds_small_messages(comparisons):
+def test_no_system_is_off_by_more_than_25_percent(comparisons):
     summary = summarize(comparisons)
-    assert summary.n_small >= 8
-    assert summary.median_time_error_small <= 0.25
+    assert summary.worst_error_big <= 0.25, summary.per_system_big
 
 
 def test_exclusions_carry_reasons(fast_comparisons):
