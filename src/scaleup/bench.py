@@ -183,7 +183,9 @@ def bench_rows(
         time_s = choice.time_s
         algbw, busbw = busbw_gb_per_s(collective, nbytes, time_s, n)
         busiest = getattr(choice.result, "busiest_channel_bytes", None)
-        linkbw = None if busiest is None or time_s <= 0 else float(busiest) / time_s / GB
+        # None where no topology channel carried the bytes (staged through virtual host memory)
+        unseen = busiest is None or (busiest <= 0 and nbytes > 0)
+        linkbw = None if unseen or time_s <= 0 else float(busiest) / time_s / GB
         rows.append(
             BenchRow(
                 topology=topo.name,

@@ -120,11 +120,16 @@ def _rows(
         algbw = nbytes / time_s / 1e9 if time_s > 0 else 0.0
         rows.append(BenchRow(
             topology=f"local-{transport}", collective=collective, bytes=nbytes, count=count,
-            dtype=dtype_name, redop=redop, root=0, time_us=time_s * 1e6, algbw_gb_per_s=algbw,
+            dtype=dtype_name, redop=redop if collective in _REDUCING else "none",
+            root=0 if collective in ("broadcast", "reduce") else -1,  # as nccl-tests prints them
+            time_us=time_s * 1e6, algbw_gb_per_s=algbw,
             busbw_gb_per_s=algbw * busbw_factor(collective, nranks), linkbw_gb_per_s=None,
             algo=algo or "direct", proto="simple", channels=1, nranks=nranks, runtime=transport,
         ))  # fmt: skip
     return rows
+
+
+_REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 
 
 def bench_rows(
