@@ -96,7 +96,16 @@ def main() -> None:
             summaries["cluster (warm)"] = run_sweep(points, out / "warm.parquet", client=client)
             timings["cluster (warm)"] = time.perf_counter() - start
         reference = _rows(out / "serial.parquet")
-        agree = all(_rows(out / f"{name}.parquet") == reference for name in ("cold", "warm"))
+        agree = True
+        for name in ("cold", "warm"):
+            got = _rows(out / f"{name}.parquet")
+            for pid, row in reference.items():
+                other = got.get(pid, {})
+                diff = {k: (v, other.get(k)) for k, v in row.items() if other.get(k) != v}
+                if diff:
+                    agree = False
+                    print(f"{name} differs from serial at point {pid}: {diff}")
+                    break
         errors = summaries["serial"].errors
     load = os.getloadavg()
     print(

@@ -115,15 +115,31 @@ class CompiledSchedule:
                     error.message, source=topology.name, entry=error.entry, op=int(i)
                 ) from None
         self.route = route
+        # Route ids are global to the (cached) network, so their order depends on what this
+        # process simulated before; variables are ordered by a key of this schedule alone so that
+        # the solver adds the same floats in the same order in every process (bit-for-bit runs).
+        canon = np.zeros(n, dtype=np.int64)
+        n_p2p_routes = 0
+        if len(p2p):
+            canon[p2p] = inv
+            n_p2p_routes = len(uniq)
+        switch_ops = np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE))
+        if len(switch_ops):
+            _, first, sw_inv = np.unique(route[switch_ops], return_index=True, return_inverse=True)
+            appearance = np.empty(len(first), dtype=np.int64)
+            appearance[np.argsort(first, kind="stable")] = np.arange(len(first))
+            canon[switch_ops] = n_p2p_routes + appearance[sw_inv]
+        route_of_canon = np.zeros(int(canon.max(initial=-1)) + 1, dtype=np.int64)
+        route_of_canon[canon] = route
         issuer = rmap[t.rank]
         # one LMM variable per (route, issuing rank, channel tag)
         ch = t.channel.astype(np.int64)
         cta_code = issuer * (int(ch.max(initial=0)) + 1) + ch
         cta_uniq, cta_first, cta_inv = np.unique(cta_code, return_index=True, return_inverse=True)
         self.cta_rank = issuer[cta_first]
-        var_code = route * len(cta_uniq) + cta_inv
+        var_code = canon * len(cta_uniq) + cta_inv
         var_uniq, self.var_of_op = np.unique(var_code, return_inverse=True)
-        self.var_route = var_uniq // len(cta_uniq)
+        self.var_route = route_of_canon[var_uniq // len(cta_uniq)]
         self.var_cta = var_uniq % len(cta_uniq)
         self.n_vars = len(var_uniq)
         self.n_cta = len(cta_uniq)
