@@ -99,6 +99,10 @@ def test_registry_queries() -> None:
     assert not supports("tree", "all_gather", 8)
     assert not supports("hierarchical", "all_reduce", 12)
     assert supports("hierarchical", "all_reduce", 12, ranks_per_node=4)
+    for collective in ("all_gather", "reduce_scatter"):
+        assert "hierarchical" in algorithms_for(collective)
+        assert not supports("hierarchical", collective, 12)
+        assert supports("hierarchical", collective, 12, ranks_per_node=4)
 
 
 def test_unsupported_pair_is_one_clear_line() -> None:

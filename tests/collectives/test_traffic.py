@@ -101,3 +101,23 @@ def test_hierarchical_volumes() -> None:
     size = count * ITEM
     expected = 2 * (g - 1) * size // g + 2 * (m - 1) * (size // g) // m
     assert np.all(_sent("hierarchical", "all_reduce", n, count, ranks_per_node=g) == expected)
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+def test_hierarchical_all_gather_reduce_scatter_volumes(collective: str) -> None:
+    """Hierarchical all_gather / reduce_scatter (g ranks per node, m nodes, S = the n-block
+    buffer): (n-1)/n x S per rank in all, of which only (m-1)/n x S crosses nodes."""
+    g, m = 4, 3
+    n, count = g * m, 24 * g * m
+    size = count * ITEM
+    s = build_schedule(
+        "hierarchical", CollectiveSpec(collective, nranks=n, count=count), ranks_per_node=g,
+        channels=2,
+    )  # fmt: skip
+    assert np.all(s.bytes_sent_per_rank(ITEM) == (n - 1) * size // n)
+    assert np.all(s.bytes_received_per_rank(ITEM) == (n - 1) * size // n)
+    t = s.table
+    src, dst = t.src_rank[t.src_ptr[:-1]], t.dst_rank[t.dst_ptr[:-1]]
+    cross = src // g != dst // g
+    inter = np.bincount(src[cross], weights=t.count[cross], minlength=n) * ITEM
+    assert np.all(inter == (m - 1) * size // n)

@@ -228,6 +228,38 @@ def channel_counts(topology: Topology, ranks: Sequence[int] | None = None) -> tu
     return tuple(sorted(set(counts)))
 
 
+def rail_ring_orders(nodes: Sequence[int], channels: int) -> list[list[int]] | None:
+    """Ring orders for several servers that cross between servers on one rail, a new rail per
+    channel, as NCCL's multi-node rings do (each channel leaves a server through another NIC).
+
+    ``nodes[r]`` is the server of rank r. Channel k uses local index l = k mod p (p ranks per
+    server): even servers run their ranks from l+1 round to l, odd servers from l back to l+1, so
+    every crossing joins local index l to l (or l+1 to l+1) of the next server. None when the
+    servers hold different numbers of ranks, or there is only one.
+
+    >>> rail_ring_orders([0, 0, 1, 1], 2)
+    [[1, 0, 2, 3], [0, 1, 3, 2]]
+    """
+    groups: dict[int, list[int]] = {}
+    for rank, node in enumerate(nodes):
+        groups.setdefault(int(node), []).append(rank)
+    members = list(groups.values())
+    p = len(members[0]) if members else 0
+    if len(members) < 2 or any(len(g) != p for g in members):
+        return None
+    orders = []
+    for k in range(channels):
+        lane = k % p
+        order: list[int] = []
+        for i, group in enumerate(members):
+            if i % 2 == 0:
+                order += [group[(lane + 1 + j) % p] for j in range(p)]
+            else:
+                order += [group[(lane - j) % p] for j in range(p)]
+        orders.append(order)
+    return orders
+
+
 def mesh_ring_orders(nranks: int, channels: int) -> list[list[int]]:
     """Ring orders for a full mesh, spread over distinct links as NCCL/RCCL's graph search does.
 
@@ -344,7 +376,10 @@ def enabled_algorithms(
             continue
         out.append(name)
     if family == "nccl":
-        nccl = [a for a in out if a in NCCL_ALGORITHMS]
+        # our hierarchical stands for NCCL's multi-node all_reduce (tree / NVLSTree compose an
+        # intra-node and an inter-node phase); NCCL's all_gather / reduce_scatter are rings
+        nccl = [a for a in out if a in NCCL_ALGORITHMS
+                and not (a == "hierarchical" and collective != "all_reduce")]
         return nccl or out  # all_to_all / send_recv: NCCL's p2p pairwise exchange is our direct
     if family != "all":
         raise UsageError(f"unknown algorithm family {family!r}; use nccl or all", source="--tuner")
@@ -459,7 +494,17 @@ class _Context:
             return {"ranks_per_node": self.topology.ranks_per_node}
         if algorithm == "ring" and self.full_mesh:
             return {"orders": mesh_ring_orders(self.nranks, channels)}
+        if algorithm == "ring" and self.rail_orders_base is not None:
+            return {"orders": rail_ring_orders(self.rail_orders_base, channels)}
         return {}
+
+    @functools.cached_property
+    def rail_orders_base(self) -> tuple[int, ...] | None:
+        """The server of every rank, when the ranks span several servers evenly (else None)."""
+        nodes = tuple(int(d.node) for d in _rank_devices(self.topology, self.ranks))
+        if len(set(nodes)) < 2 or rail_ring_orders(nodes, 1) is None:
+            return None
+        return nodes
 
     def _orders_key(self, algorithm: str, channels: int) -> tuple[tuple[int, ...], ...] | None:
         orders = self._params(algorithm, channels).get("orders")

@@ -116,7 +116,7 @@ _register(
 _register(
     Algorithm(
         "hierarchical",
-        "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather",
+        "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather; RS / AG by node",
         hierarchical.BUILDERS,
         hierarchical.PARAMS,
         hierarchical.normalise,

@@ -1,4 +1,9 @@
-"""Hierarchical all_reduce (``hierarchical``): inside each node, across nodes, inside again.
+"""Hierarchical collectives (``hierarchical``): all_reduce, reduce_scatter, all_gather.
+
+all_reduce: inside each node, across nodes, inside again (below); reduce_scatter (intra-node
+ring reduce-scatter to the destination's local rank, then inter-node rings among the ranks of one
+local index) and all_gather (inter-node rings among the ranks of one local index, then intra-node
+rings) are documented at their builders: only ``(m-1)/n`` of the buffer crosses nodes per rank.
 
 Ranks ``N * g .. N * g + g - 1`` form node ``N`` (``g = ranks_per_node``, default 8; the world size
 must be a multiple of it). For each lane (``chunks x channels`` near-equal regions of the count,
@@ -38,6 +43,7 @@ import numpy as np
 from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
+    SCRATCH,
     TableBuilder,
     chains,
     check_int,
@@ -105,16 +111,23 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     k, chunks = params["channels"], params["chunks"]
     reg_off, reg_size = split(spec.count, k * chunks)  # lane = chunk * k + channel
     # Chunks are chained op for op only when every chunk has the same ops (no empty sub-block).
-    chained = int(reg_size.min()) >= g * m
-    prev_ops = None
+    _by_chunk(b, k, chunks, int(reg_size.min()) >= g * m, _lanes, g, m, reg_off, reg_size)
+    return b.build()
+
+
+def _by_chunk(b: _InOrder, k: int, chunks: int, chained: bool, phases: Any, *args: Any) -> None:
+    """Append ``phases(b, *args[:-2], off, size)`` chunk by chunk (``k`` lanes each; the last two
+    ``args`` are the per-lane offsets and sizes), chunk ``c``'s ops in order after chunk ``c - 1``'s
+    when ``chained`` (every chunk then has the same ops)."""
+    *head, off, size = args
+    prev_ops = 0
     for c in range(chunks):
         lanes = slice(c * k, (c + 1) * k)
         before = b.n_ops
-        b.shift = prev_ops if (chained and prev_ops) else 0
-        _lanes(b, g, m, reg_off[lanes], reg_size[lanes])
+        b.shift = prev_ops if chained else 0
+        phases(b, *head, off[lanes], size[lanes])
         prev_ops = b.n_ops - before
     b.shift = 0
-    return b.build()
 
 
 def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarray) -> None:
@@ -210,4 +223,122 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
         )
 
 
-BUILDERS = {"all_reduce": all_reduce}
+def _grid(lanes: int, *dims: int) -> list[np.ndarray]:
+    """Row-major index columns of a (lanes, *dims) grid: lane first, the last dim fastest."""
+    idx = np.meshgrid(np.arange(lanes), *(np.arange(d) for d in dims), indexing="ij")
+    return [a.ravel() for a in idx]
+
+
+def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Inter-node ring all_gather among the ranks of one local index, then intra-node rings.
+
+    Every lane carries one piece of every block. Phase 1: the block of rank ``(s, l)`` (node
+    ``s``, local rank ``l``) goes round the ring of the ``m`` local-``l`` ranks (nodes ``s, s+1,
+    ...``); phase 2: in every node ``N``, local rank ``l`` passes the ``m`` blocks it now holds
+    (one per node) round the node's ring ``l, l+1, ...``. Each rank sends ``(m-1)/n x S`` across
+    nodes and ``(g-1)/g x S`` inside its node (``S`` = output bytes): one block per peer
+    node crosses the slow links, not ``g``.
+    """
+    n, g = spec.nranks, params["ranks_per_node"]
+    m, blk = n // g, spec.block_count
+    b = _InOrder(spec, "hierarchical", params=params)
+    k, chunks = params["channels"], params["chunks"]
+    poff, psize = split(blk, k * chunks)  # lane = chunk * k + channel
+    ranks = np.arange(n)
+    local_copies(b, ranks, INPUT, 0, OUTPUT, ranks * blk, blk)
+    _by_chunk(b, k, chunks, int(psize.min()) >= 1, _all_gather_lanes, g, m, blk, poff, psize)
+    return b.build()
+
+
+def _all_gather_lanes(
+    b: _InOrder, g: int, m: int, blk: int, poff: np.ndarray, psize: np.ndarray
+) -> None:
+    lanes = len(poff)
+    hops_g, hops_m = np.arange(g - 1), np.arange(m - 1)
+    # arrive[lane, N, loc, s]: the op that brought block (s, loc) to rank (N, loc); -1: own input
+    arrive = np.full((lanes, m, g, m), -1, dtype=np.int64)
+    # --- phase 1: rows (lane, loc, s), ring across nodes s, s+1, ... of local rank loc
+    if m > 1:
+        ln, loc, s = _grid(lanes, g, m)
+        npath = (s[:, None] + np.arange(m)[None, :]) % m
+        off = (s * g + loc) * blk + poff[ln]
+        ag1 = chains(
+            b, OpKind.COPY, npath * g + loc[:, None], np.where(hops_m == 0, INPUT, OUTPUT), OUTPUT,
+            np.where(hops_m[None, :] == 0, poff[ln][:, None], off[:, None]), off[:, None],
+            psize[ln], channel=ln, step=hops_m[None, :],
+        )  # fmt: skip
+        arrive[ln[:, None], npath[:, 1:], loc[:, None], s[:, None]] = ag1
+    # --- phase 2: rows (lane, N, loc, s), ring inside node N from local rank loc
+    if g > 1:
+        ln, node, loc, s = _grid(lanes, m, g, m)
+        path = node[:, None] * g + (loc[:, None] + np.arange(g)[None, :]) % g
+        off = (s * g + loc) * blk + poff[ln]
+        own = (s == node)[:, None] & (hops_g[None, :] == 0)  # hop 0 of the node's own block
+        chains(
+            b, OpKind.COPY, path, np.where(own, INPUT, OUTPUT), OUTPUT,
+            np.where(own, poff[ln][:, None], off[:, None]), off[:, None], psize[ln],
+            first_deps=arrive[ln, node, loc, s][:, None], channel=ln, step=m - 1 + hops_g[None, :],
+        )  # fmt: skip
+
+
+def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """Intra-node ring reduce-scatter to the local index of the destination, then inter-node rings.
+
+    Block ``j`` of rank ``(N', l)`` (node ``N'``, local rank ``l``). Phase 1: in every node ``N``,
+    block ``j`` is reduced round the node's ring ``l+1, l+2, ..., l`` (partial sums in scratch) and
+    ends at local rank ``l``: the node's partial sum, in scratch (in the output when ``N = N'``);
+    phase 2: the ``m`` partial sums of block ``j`` are reduced round the ring of the local-``l``
+    ranks, nodes ``N'+1, ..., N'``, each hop into the receiver's partial sum, the last into rank
+    ``j``'s output. Each rank sends ``(g-1)/g x S`` inside its node and ``(m-1)/n x S`` across
+    nodes (``S`` = input bytes).
+    """
+    n, g = spec.nranks, params["ranks_per_node"]
+    m, blk = n // g, spec.block_count
+    b = _InOrder(spec, "hierarchical", scratch_count=spec.input_count, params=params)
+    k, chunks = params["channels"], params["chunks"]
+    poff, psize = split(blk, k * chunks)  # lane = chunk * k + channel
+    _by_chunk(b, k, chunks, int(psize.min()) >= 1, _reduce_scatter_lanes, g, m, blk, poff, psize)
+    return b.build()
+
+
+def _reduce_scatter_lanes(
+    b: _InOrder, g: int, m: int, blk: int, poff: np.ndarray, psize: np.ndarray
+) -> None:
+    lanes = len(poff)
+    hops_g, hops_m = np.arange(g - 1), np.arange(m - 1)
+    # --- phase 1: rows (lane, N, N', loc): block j = N' g + loc reduced inside node N, ends at loc
+    ln, node, dnode, loc = _grid(lanes, m, m, g)
+    off = (dnode * g + loc) * blk + poff[ln]
+    own = dnode == node  # the node's partial sum is the final sum's start: keep it in the output
+    target_buf = np.where(own, OUTPUT, SCRATCH)
+    target_off = np.where(own, poff[ln], off)
+    if g == 1:
+        final1 = local_copies(b, node, INPUT, off, target_buf, target_off, psize[ln], channel=ln)
+    else:
+        path = node[:, None] * g + (loc[:, None] + 1 + np.arange(g)[None, :]) % g  # last = loc
+        last = (hops_g == g - 2)[None, :]
+        # the block of local rank loc+1 reaches the same receiver one hop earlier
+        succ = ((ln * m + node) * m + dnode) * g + (loc + 1) % g
+        rs1, _ = reduce_chains(
+            b, path, np.where(hops_g == 0, INPUT, SCRATCH), np.where(last, target_buf[:, None],
+            SCRATCH), off[:, None], np.where(last, target_off[:, None], off[:, None]),
+            off[:, None], psize[ln], succ=succ, channel=ln, step=hops_g[None, :],
+        )  # fmt: skip
+        final1 = rs1[:, -1]
+    final1 = final1.reshape(lanes, m, m, g)  # (lane, N, N', loc)
+    # --- phase 2: rows (lane, N', loc): the partial sums of block j round nodes N'+1, ..., N'
+    if m > 1:
+        ln, dnode, loc = _grid(lanes, m, g)
+        npath = (dnode[:, None] + 1 + np.arange(m)[None, :]) % m  # last = N'
+        off = (dnode * g + loc) * blk + poff[ln]
+        last = (hops_m == m - 2)[None, :]
+        chains(
+            b, OpKind.REDUCE, npath * g + loc[:, None], SCRATCH, np.where(last, OUTPUT, SCRATCH),
+            off[:, None], np.where(last, poff[ln][:, None], off[:, None]), psize[ln],
+            first_deps=final1[ln, npath[:, 0], dnode, loc][:, None],
+            hop_deps=final1[ln[:, None], npath[:, 1:], dnode[:, None], loc[:, None]],
+            channel=ln, step=g - 1 + hops_m[None, :],
+        )  # fmt: skip
+
+
+BUILDERS = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
