@@ -380,11 +380,29 @@ def _value(raw: str) -> Any:
 
 
 def _check_keys(builder: Callable[..., Any], params: dict[str, Any], source: str) -> None:
-    accepted = [p for p in inspect.signature(builder).parameters if p not in ("topology",)]
-    for key in params:
+    signature = inspect.signature(builder).parameters
+    accepted = [p for p in signature if p not in ("topology",)]
+    for key, value in params.items():
         if key not in accepted:
             hint = f"; it takes {', '.join(accepted)}" if accepted else "; it takes no parameters"
             raise UsageError(f"unknown parameter {key!r}{hint}", source=source, entry=key)
+        default = signature[key].default
+        if not _same_kind(default, value):
+            kind = type(default).__name__
+            raise UsageError(
+                f"parameter {key!r} must be {kind}, got {value!r}", source=source, entry=key
+            )
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    """A parameter whose default is a flag or a number must be given as one (``n=abc`` is not)."""
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return True
 
 
 def build_preset(name: str, **params: Any) -> Topology:
