@@ -32,7 +32,7 @@ COMMAND_MODULES = (
 class ScaleupGroup(TyperGroup):
     """A click group that turns library errors into one line and an exit code."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except ScaleupError as error:

@@ -223,19 +223,19 @@ class OpTable:
                 raise ScheduleError(f"chunks of one op must have one count, got {sorted(chunk_counts)}", op=op.id)
             counts.append(chunk_counts.pop() if chunk_counts else 0)
         return cls(
-            kind=[int(op.kind) for op in ops],
-            rank=[op.rank for op in ops],
-            count=counts,
-            channel=[op.channel for op in ops],
-            step=[op.step for op in ops],
+            kind=np.array([int(op.kind) for op in ops], dtype=np.int8),
+            rank=np.array([op.rank for op in ops], dtype=np.int32),
+            count=np.array(counts, dtype=np.int64),
+            channel=np.array([op.channel for op in ops], dtype=np.int32),
+            step=np.array([op.step for op in ops], dtype=np.int32),
             src_ptr=np.concatenate([[0], np.cumsum([len(op.srcs) for op in ops], dtype=np.int64)]),
-            src_rank=[c.rank for c in srcs],
-            src_buffer=[int(c.buffer) for c in srcs],
-            src_offset=[c.offset for c in srcs],
+            src_rank=np.array([c.rank for c in srcs], dtype=np.int32),
+            src_buffer=np.array([int(c.buffer) for c in srcs], dtype=np.int8),
+            src_offset=np.array([c.offset for c in srcs], dtype=np.int64),
             dst_ptr=np.concatenate([[0], np.cumsum([len(op.dsts) for op in ops], dtype=np.int64)]),
-            dst_rank=[c.rank for c in dsts],
-            dst_buffer=[int(c.buffer) for c in dsts],
-            dst_offset=[c.offset for c in dsts],
+            dst_rank=np.array([c.rank for c in dsts], dtype=np.int32),
+            dst_buffer=np.array([int(c.buffer) for c in dsts], dtype=np.int8),
+            dst_offset=np.array([c.offset for c in dsts], dtype=np.int64),
             dep_ptr=np.concatenate([[0], np.cumsum([len(op.deps) for op in ops], dtype=np.int64)]),
             dep_idx=np.asarray(deps, dtype=np.int64),
         )
@@ -289,7 +289,7 @@ class Schedule:
             (t.rank, "issuing rank"), (t.src_rank, "source rank"), (t.dst_rank, "destination rank"),
         )  # fmt: skip
         for ranks, what in checks:
-            bad = np.flatnonzero((ranks < 0) | (ranks >= n)) if len(ranks) else []
+            bad: Any = np.flatnonzero((ranks < 0) | (ranks >= n)) if len(ranks) else []
             if len(bad):
                 op = self._op_of_row(what, int(bad[0]))
                 raise ScheduleError(f"{what} {int(ranks[bad[0]])} outside 0..{n - 1}", op=op)

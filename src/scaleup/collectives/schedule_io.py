@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scaleup.collectives.schedule import SCHEDULE_FORMAT, Buffer, Chunk, Op, OpKind, OpTable, Schedule
+from scaleup.collectives.schedule import Buffer, Chunk, Op, OpKind, OpTable, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import InputError, ScaleupError
 
@@ -41,7 +41,7 @@ class _OpModel(BaseModel):
 
 class _ScheduleModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    format: Literal["scaleup.schedule/1"] = SCHEDULE_FORMAT
+    format: Literal["scaleup.schedule/1"] = "scaleup.schedule/1"  # == SCHEDULE_FORMAT
     algorithm: str = "custom"
     params: dict[str, Any] = {}
     spec: _SpecModel

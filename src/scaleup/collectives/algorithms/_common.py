@@ -71,7 +71,7 @@ def check_int(name: str, value: Any, *, minimum: int = 1) -> int:
 
 
 def chains(
-    b: ScheduleBuilder,
+    b: ScheduleBuilder | TableBuilder,
     kind: OpKind,
     ranks: np.ndarray,
     src_buffer: Any,
@@ -100,7 +100,7 @@ def chains(
 
 
 def sequences(
-    b: ScheduleBuilder,
+    b: ScheduleBuilder | TableBuilder,
     kind: OpKind,
     src_rank: np.ndarray,
     src_buffer: Any,
@@ -451,7 +451,7 @@ def reduce_chains(
 
 
 def local_copies(
-    b: ScheduleBuilder,
+    b: ScheduleBuilder | TableBuilder,
     ranks: Any,
     src_buffer: Any,
     src_offset: Any,
