@@ -210,3 +210,28 @@ def test_bad_spec_is_a_usage_error(kwargs):
 def test_unknown_dtype_is_a_usage_error():
     with pytest.raises(UsageError, match="dtype"):
         numpy_dtype("float7")
+
+
+def test_a_builder_without_inference_requires_dependencies():
+    b = ScheduleBuilder(CollectiveSpec("all_reduce", nranks=2, count=2), "x", infer_deps=False)
+    first = b.copy(b.input(0, 0, 2), b.output(0, 0, 2), deps=[])
+    with pytest.raises(ScheduleError, match="deps="):
+        b.reduce(b.input(1, 0, 2), b.output(0, 0, 2))
+    b.reduce(b.input(1, 0, 2), b.output(0, 0, 2), deps=[first])
+    assert b.build().op(1).deps == (0,)
+
+
+def test_add_batch_takes_a_kind_per_op():
+    b = ScheduleBuilder(CollectiveSpec("all_reduce", nranks=2, count=2), "x", infer_deps=False)
+    ids = b.add_batch(
+        np.array([OpKind.COPY, OpKind.REDUCE]), src_rank=[0, 1], src_buffer=Buffer.INPUT,
+        src_offset=0, dst_rank=[0, 0], dst_buffer=Buffer.OUTPUT, dst_offset=0, count=2,
+        deps=[[-1], [0]],
+    )  # fmt: skip
+    s = b.build()
+    assert ids.tolist() == [0, 1]
+    assert [op.kind for op in s.ops] == [OpKind.COPY, OpKind.REDUCE]
+    assert s.op(1).rank == 0  # a reduction is issued where it is computed
+    with pytest.raises(ScheduleError, match="copy or reduce"):
+        b.add_batch(OpKind.SWITCH_REDUCE, src_rank=[0], src_buffer=0, src_offset=0,
+                    dst_rank=[1], dst_buffer=1, dst_offset=0, count=1)  # fmt: skip

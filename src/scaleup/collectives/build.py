@@ -75,6 +75,10 @@ class ScheduleBuilder:
         Elements of scratch buffer per rank.
     params
         Algorithm parameters recorded on the schedule (shown by ``schedule show``).
+    infer_deps
+        Infer dependencies of ops added without ``deps`` (the default). ``False`` for generated
+        algorithms that state every dependency: nothing is logged, which keeps building
+        millions of ops cheap, and an op without ``deps`` is an error.
     """
 
     def __init__(
@@ -84,11 +88,13 @@ class ScheduleBuilder:
         *,
         scratch_count: int = 0,
         params: Mapping[str, Any] | None = None,
+        infer_deps: bool = True,
     ) -> None:
         self.spec = spec
         self.algorithm = algorithm
         self.scratch_count = scratch_count
         self.params = dict(params or {})
+        self.infer_deps = infer_deps
         self._log = _AccessLog()
         self._columns: list[dict[str, np.ndarray]] = []
         self._pending: list[tuple[int, int, int, int, int, list[Chunk], list[Chunk], list[int]]] = []
@@ -133,6 +139,8 @@ class ScheduleBuilder:
         if len(counts) != 1:
             raise ScheduleError(f"chunks of one op must have one count, got {sorted(counts)}", op=self._n_ops)
         op_id = self._n_ops
+        if deps is None and not self.infer_deps:
+            raise ScheduleError("this builder does not infer dependencies: pass deps=", op=op_id)
         if deps is None:
             found: set[int] = set()
             for chunk in srcs:
@@ -145,10 +153,11 @@ class ScheduleBuilder:
             bad = [d for d in dep_list if not 0 <= d < op_id]
             if bad:
                 raise ScheduleError(f"dependency on op {bad[0]}, which is not an earlier op", op=op_id)
-        for chunk in srcs:
-            self._log.record(chunk, op_id, write=False)
-        for chunk in dsts:
-            self._log.record(chunk, op_id, write=True)
+        if self.infer_deps:
+            for chunk in srcs:
+                self._log.record(chunk, op_id, write=False)
+            for chunk in dsts:
+                self._log.record(chunk, op_id, write=True)
         self._pending.append((int(kind), rank, counts.pop(), channel, step, srcs, dsts, dep_list))
         self._n_ops += 1
         return op_id
@@ -156,7 +165,7 @@ class ScheduleBuilder:
     # ---- vectorised batches ------------------------------------------------------------------
     def add_batch(
         self,
-        kind: OpKind,
+        kind: OpKind | Any,
         *,
         src_rank: Any,
         src_buffer: Buffer | Any,
@@ -172,39 +181,40 @@ class ScheduleBuilder:
     ) -> np.ndarray:
         """Append ``len(src_rank)`` copy or reduce ops at once; returns their ids.
 
-        Every column broadcasts against ``src_rank``. ``deps`` is an (n, k) integer array of
-        earlier op ids, ``-1`` meaning none. ``rank`` defaults to the source rank for copies and
-        the destination rank for reductions.
+        ``kind`` is one kind or one per op. Every column broadcasts against ``src_rank`` (and is
+        not copied until :meth:`build`). ``deps`` is an (n, k) integer array of earlier op ids,
+        ``-1`` meaning none. ``rank`` defaults to the source rank for copies and the destination
+        rank for reductions.
         """
-        if kind not in (OpKind.COPY, OpKind.REDUCE):
-            raise ScheduleError("add_batch takes copy or reduce ops")
         self._flush()
-        src_rank = np.asarray(src_rank, dtype=np.int64).ravel()
-        n = len(src_rank)
-
-        def col(value: Any) -> np.ndarray:
-            return np.broadcast_to(np.asarray(value, dtype=np.int64), (n,)).copy()
-
-        dst_rank_arr = col(dst_rank)
-        issuer = col(rank if rank is not None else (src_rank if kind is OpKind.COPY else dst_rank_arr))
+        src = np.asarray(src_rank).ravel()
+        n = len(src)
+        kinds = np.broadcast_to(np.asarray(kind, dtype=np.int64), (n,))
+        if np.any((kinds != int(OpKind.COPY)) & (kinds != int(OpKind.REDUCE))):
+            raise ScheduleError("add_batch takes copy or reduce ops")
+        dst = np.broadcast_to(np.asarray(dst_rank), (n,))
+        if rank is None:
+            rank = np.where(kinds == int(OpKind.COPY), src, dst)
         ids = np.arange(self._n_ops, self._n_ops + n, dtype=np.int64)
         if deps is None:
             dep_matrix = np.zeros((n, 0), dtype=np.int64)
         else:
             dep_matrix = np.asarray(deps, dtype=np.int64).reshape(n, -1)
-            if np.any(dep_matrix >= ids[:, None]):
-                bad = int(np.flatnonzero(np.any(dep_matrix >= ids[:, None], axis=1))[0])
+            late = dep_matrix.max(axis=1, initial=-1) >= ids if dep_matrix.size else []
+            if np.any(late) or (dep_matrix.size and dep_matrix.min() < -1):
+                bad = int(np.flatnonzero(late)[0]) if np.any(late) else 0
                 raise ScheduleError("batch dependency on an op that is not earlier", op=int(ids[bad]))
         valid = dep_matrix >= 0
-        self._columns.append({
-            "kind": np.full(n, int(kind)), "rank": issuer, "count": col(count),
-            "channel": col(channel), "step": col(step),
-            "n_src": np.ones(n, dtype=np.int64), "src_rank": src_rank,
-            "src_buffer": col(src_buffer), "src_offset": col(src_offset),
-            "n_dst": np.ones(n, dtype=np.int64), "dst_rank": dst_rank_arr,
-            "dst_buffer": col(dst_buffer), "dst_offset": col(dst_offset),
-            "n_dep": valid.sum(axis=1), "dep_idx": dep_matrix[valid],
-        })  # fmt: skip
+        ones = np.broadcast_to(np.int64(1), (n,))
+        values = {
+            "kind": kinds, "rank": rank, "count": count, "channel": channel, "step": step,
+            "n_src": ones, "src_rank": src, "src_buffer": src_buffer, "src_offset": src_offset,
+            "n_dst": ones, "dst_rank": dst, "dst_buffer": dst_buffer, "dst_offset": dst_offset,
+        }  # fmt: skip
+        block = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in values.items()}
+        block["n_dep"] = valid.sum(axis=1)
+        block["dep_idx"] = dep_matrix[valid]
+        self._columns.append(block)
         self._n_ops += n
         return ids
 
@@ -235,14 +245,27 @@ class ScheduleBuilder:
     def build(self) -> Schedule:
         """The immutable Schedule of every op added so far."""
         self._flush()
-        names = ("kind", "rank", "count", "channel", "step", "n_src", "src_rank", "src_buffer",
-                 "src_offset", "n_dst", "dst_rank", "dst_buffer", "dst_offset", "n_dep", "dep_idx")
-        cat = {k: (np.concatenate([c[k] for c in self._columns]) if self._columns
-                   else np.zeros(0, dtype=np.int64)) for k in names}  # fmt: skip
+        dtypes = {
+            "kind": np.int8, "rank": np.int32, "count": np.int64, "channel": np.int32,
+            "step": np.int32, "n_src": np.int64, "src_rank": np.int32, "src_buffer": np.int8,
+            "src_offset": np.int64, "n_dst": np.int64, "dst_rank": np.int32, "dst_buffer": np.int8,
+            "dst_offset": np.int64, "n_dep": np.int64, "dep_idx": np.int64,
+        }  # fmt: skip
+
+        def column(name: str) -> np.ndarray:
+            parts = [c[name] for c in self._columns]
+            out = (np.concatenate(parts, dtype=dtypes[name], casting="unsafe") if parts
+                   else np.zeros(0, dtype=dtypes[name]))  # fmt: skip
+            out.flags.writeable = False  # handed to OpTable as is: no second copy
+            return out
 
         def ptr(lengths: np.ndarray) -> np.ndarray:
-            return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+            out = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=out[1:])
+            out.flags.writeable = False
+            return out
 
+        cat = {name: column(name) for name in dtypes}
         table = OpTable(
             kind=cat["kind"], rank=cat["rank"], count=cat["count"], channel=cat["channel"],
             step=cat["step"], src_ptr=ptr(cat["n_src"]), src_rank=cat["src_rank"],

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Buffer, Chunk, OpKind, OpTable, Schedule
+from scaleup.collectives.schedule import Buffer, OpKind, OpTable, Schedule
 from scaleup.collectives.spec import CollectiveSpec
-from scaleup.errors import ScheduleError, UsageError
+from scaleup.errors import UsageError
 
 __all__ = [
     "chains",
@@ -43,7 +43,7 @@ __all__ = [
     "sequences",
     "split",
     "switch_table",
-    "TableBuilder",
+    "table_builder",
 ]
 
 NONE = -1
@@ -71,7 +71,7 @@ def check_int(name: str, value: Any, *, minimum: int = 1) -> int:
 
 
 def chains(
-    b: ScheduleBuilder | TableBuilder,
+    b: ScheduleBuilder,
     kind: OpKind,
     ranks: np.ndarray,
     src_buffer: Any,
@@ -100,7 +100,7 @@ def chains(
 
 
 def sequences(
-    b: ScheduleBuilder | TableBuilder,
+    b: ScheduleBuilder,
     kind: OpKind,
     src_rank: np.ndarray,
     src_buffer: Any,
@@ -176,170 +176,22 @@ def sequences(
     return ids
 
 
-class TableBuilder:
-    """A columnar stand-in for :class:`ScheduleBuilder` for the vectorised algorithms.
-
-    It has the builder's ``n_ops`` / ``add_batch`` / ``build`` (so :func:`chains`,
-    :func:`sequences` and :func:`local_copies` take either), but ``add_batch`` also takes a
-    per-op ``kind`` array, and columns are stored in the :class:`OpTable` dtypes and handed
-    over without the builder's re-copies: a 1024-rank ring (three million ops) builds in about
-    a second. Dependencies must point at earlier ops (checked).
-    """
-
-    _TYPES = {
-        "kind": np.int8, "rank": np.int32, "count": np.int64, "channel": np.int32,
-        "step": np.int32, "src_rank": np.int32, "src_buffer": np.int8, "src_offset": np.int64,
-        "dst_rank": np.int32, "dst_buffer": np.int8, "dst_offset": np.int64,
-    }  # fmt: skip
-
-    def __init__(
-        self,
-        spec: CollectiveSpec,
-        algorithm: str,
-        *,
-        scratch_count: int = 0,
-        params: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.spec = spec
-        self.algorithm = algorithm
-        self.scratch_count = scratch_count
-        self.params = dict(params or {})
-        self._blocks: list[dict[str, np.ndarray]] = []
-        self._deps: list[np.ndarray] = []
-        self._n_ops = 0
-        self._single: list[tuple[int, ...]] = []  # ops added one by one, not yet a block
-        self._single_deps: list[list[int]] = []
-
-    @property
-    def n_ops(self) -> int:
-        return self._n_ops
-
-    # ---- one op at a time (explicit deps only: no access log, unlike ScheduleBuilder) --------
-    def input(self, rank: int, offset: int, count: int) -> Chunk:
-        return Chunk(rank, Buffer.INPUT, offset, count)
-
-    def output(self, rank: int, offset: int, count: int) -> Chunk:
-        return Chunk(rank, Buffer.OUTPUT, offset, count)
-
-    def scratch(self, rank: int, offset: int, count: int) -> Chunk:
-        return Chunk(rank, Buffer.SCRATCH, offset, count)
-
-    def copy(self, src: Chunk, dst: Chunk, *, rank: int | None = None, deps: Any,
-             channel: int = 0, step: int = 0) -> int:  # fmt: skip
-        """``dst = src`` (issuer default: the source's rank); ``deps`` is required."""
-        return self._one(
-            OpKind.COPY, src.rank if rank is None else rank, src, dst, deps, channel, step
-        )
-
-    def reduce(self, src: Chunk, dst: Chunk, *, rank: int | None = None, deps: Any,
-               channel: int = 0, step: int = 0) -> int:  # fmt: skip
-        """``dst = dst op src`` (issuer default: the destination's rank); ``deps`` required."""
-        return self._one(
-            OpKind.REDUCE, dst.rank if rank is None else rank, src, dst, deps, channel, step
-        )
-
-    def _one(self, kind: OpKind, rank: int, src: Chunk, dst: Chunk, deps: Any, channel: int,
-             step: int) -> int:  # fmt: skip
-        if src.count != dst.count:
-            raise ScheduleError(
-                f"chunks of one op must have one count, got {src.count}, {dst.count}"
-            )
-        self._single.append((kind, rank, src.count, channel, step, src.rank, src.buffer,
-                             src.offset, dst.rank, dst.buffer, dst.offset))  # fmt: skip
-        self._single_deps.append(deps)  # checked in bulk by _flush
-        self._n_ops += 1
-        return self._n_ops - 1
-
-    def _flush(self) -> None:
-        if not self._single:
-            return
-        cols = np.array(self._single, dtype=np.int64).T
-        lengths = np.fromiter(map(len, self._single_deps), dtype=np.int64, count=len(self._single))
-        width = int(lengths.max(initial=0))
-        dep = np.full((len(self._single), width), NONE, dtype=np.int64)
-        flat = np.fromiter((d for ds in self._single_deps for d in ds), dtype=np.int64)
-        row_of = np.repeat(np.arange(len(lengths)), lengths)
-        ids = np.arange(self._n_ops - len(lengths), self._n_ops)
-        bad = (flat < 0) | (flat >= ids[row_of])
-        if bad.any():
-            op = int(ids[row_of[int(np.argmax(bad))]])
-            raise ScheduleError("dependency on an op that is not earlier", op=op)
-        dep[row_of, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
-        names = ("kind", "rank", "count", "channel", "step", "src_rank", "src_buffer",
-                 "src_offset", "dst_rank", "dst_buffer", "dst_offset")  # fmt: skip
-        self._blocks.append(dict(zip(names, cols, strict=True)))
-        self._deps.append(dep)
-        self._single, self._single_deps = [], []
-
-    def add_batch(self, kind: Any, *, src_rank: Any, src_buffer: Any, src_offset: Any,
-                  dst_rank: Any, dst_buffer: Any, dst_offset: Any, count: Any, deps: Any = None,
-                  rank: Any = None, channel: Any = 0, step: Any = 0) -> np.ndarray:  # fmt: skip
-        """Append ops from columns (``kind`` scalar or per op; issuer as ScheduleBuilder's)."""
-        self._flush()
-        src = np.asarray(src_rank).ravel()
-        n = len(src)
-        kinds = np.broadcast_to(np.asarray(kind, dtype=np.int64), (n,))
-        if np.any((kinds != int(OpKind.COPY)) & (kinds != int(OpKind.REDUCE))):
-            raise ScheduleError("add_batch takes copy or reduce ops")
-        dst = np.broadcast_to(np.asarray(dst_rank), (n,))
-        if rank is None:
-            rank = np.where(kinds == int(OpKind.COPY), src, dst)
-        values = {
-            "kind": kinds, "rank": rank, "count": count, "channel": channel, "step": step,
-            "src_rank": src, "src_buffer": src_buffer, "src_offset": src_offset,
-            "dst_rank": dst, "dst_buffer": dst_buffer, "dst_offset": dst_offset,
-        }  # fmt: skip
-        self._blocks.append({k: np.broadcast_to(np.asarray(v), (n,)) for k, v in values.items()})
-        ids = np.arange(self._n_ops, self._n_ops + n, dtype=np.int64)
-        dep = np.zeros((n, 0), dtype=np.int64) if deps is None else np.asarray(deps, dtype=np.int64)
-        dep = dep.reshape(n, -1)
-        if dep.size and (np.any(dep.max(axis=1) >= ids) or dep.min() < NONE):
-            bad = int(np.flatnonzero(dep.max(axis=1) >= ids)[0])
-            raise ScheduleError("batch dependency on an op that is not earlier", op=int(ids[bad]))
-        self._deps.append(dep)
-        self._n_ops += n
-        return ids
-
-    def build(self) -> Schedule:
-        """The immutable Schedule (columns concatenated once, straight into OpTable dtypes)."""
-        self._flush()
-        n = self._n_ops
-
-        def frozen(a: np.ndarray) -> np.ndarray:
-            a.flags.writeable = False
-            return a
-
-        cols = {}
-        for name, dtype in self._TYPES.items():
-            out = np.empty(n, dtype=dtype)
-            pos = 0
-            for block in self._blocks:
-                size = len(block[name])
-                out[pos : pos + size] = block[name]
-                pos += size
-            cols[name] = frozen(out)
-        n_dep = np.zeros(n, dtype=np.int64)
-        parts, pos = [], 0
-        for dep in self._deps:
-            if dep.shape[1]:
-                valid = dep >= 0
-                n_dep[pos : pos + len(dep)] = valid.sum(axis=1)
-                parts.append(dep[valid])
-            pos += len(dep)
-        dep_idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        dep_ptr = np.empty(n + 1, dtype=np.int64)
-        dep_ptr[0] = 0
-        np.cumsum(n_dep, out=dep_ptr[1:])
-        ptr = frozen(np.arange(n + 1, dtype=np.int64))
-        table = OpTable(
-            src_ptr=ptr, dst_ptr=ptr.copy(), dep_ptr=frozen(dep_ptr),
-            dep_idx=frozen(dep_idx.astype(np.int64, copy=False)), **cols,
-        )  # fmt: skip
-        return Schedule(self.spec, self.algorithm, table, self.scratch_count, self.params)
+def table_builder(
+    spec: CollectiveSpec,
+    algorithm: str,
+    *,
+    scratch_count: int = 0,
+    params: Mapping[str, Any] | None = None,
+) -> ScheduleBuilder:
+    """The builder of the vectorised algorithms: every dependency stated, none inferred (so a
+    1024-rank ring of three million ops builds in about a second)."""
+    return ScheduleBuilder(
+        spec, algorithm, scratch_count=scratch_count, params=params, infer_deps=False
+    )
 
 
 def reduce_chains(
-    b: ScheduleBuilder | TableBuilder,
+    b: ScheduleBuilder,
     ranks: np.ndarray,
     src_buffer: Any,
     dst_buffer: Any,
@@ -364,8 +216,7 @@ def reduce_chains(
     fabrics with unequal route latencies, e.g. a two-tier Clos, it turns every op into its own
     event batch: 82k instead of 5k batches for a 256-rank ring, for 0.5% of busbw.)
     Per-op arguments broadcast to (M, L), ``count``/``channel`` to (M,).
-    Empty chains are left out. With a :class:`TableBuilder` this is one ``add_batch``; with a
-    ScheduleBuilder (one kind per batch) one per hop and kind. Returns (reduce ids, copy ids),
+    Empty chains are left out. This is one ``add_batch`` with a kind per op. Returns (reduce ids, copy ids),
     each (M, L), ``-1`` where left out.
     """
     ranks = np.asarray(ranks, dtype=np.int64)
@@ -427,31 +278,23 @@ def reduce_chains(
         "dst_offset": doff, "count": cnt, "channel": ch, "step": steps, "deps": rdep,
         "kind": np.full((hops, k), int(OpKind.REDUCE)), "rank": dst_rank,
     }  # fmt: skip
-    if isinstance(b, TableBuilder):
-        blocks = np.r_[cblock, rblock]
-        order = np.argsort(blocks, kind="stable")
-        cols = {
-            key: np.concatenate([copies[key], reduces[key]])[order].reshape(
-                (2 * hops * k,) + copies[key].shape[2:]
-            )
-            for key in copies
-        }
-        kind = cols.pop("kind")
-        b.add_batch(kind, **cols)
-    else:  # ScheduleBuilder: one kind per batch, so one batch per block
-        entries = [(int(cblock[h]), copies, h) for h in range(hops)]
-        entries += [(int(rblock[h]), reduces, h) for h in range(hops)]
-        for _, src, h in sorted(entries, key=lambda e: e[0]):
-            cols = {key: v[h] for key, v in src.items()}
-            kind = OpKind(int(cols.pop("kind")[0]))
-            b.add_batch(kind, **cols)
+    blocks = np.r_[cblock, rblock]
+    order = np.argsort(blocks, kind="stable")
+    cols = {
+        key: np.concatenate([copies[key], reduces[key]])[order].reshape(
+            (2 * hops * k,) + copies[key].shape[2:]
+        )
+        for key in copies
+    }
+    kind = cols.pop("kind")
+    b.add_batch(kind, **cols)
     copy_ids[keep] = cid.T
     red_ids[keep] = rid.T
     return red_ids, copy_ids
 
 
 def local_copies(
-    b: ScheduleBuilder | TableBuilder,
+    b: ScheduleBuilder,
     ranks: Any,
     src_buffer: Any,
     src_offset: Any,

@@ -44,13 +44,13 @@ from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
     SCRATCH,
-    TableBuilder,
     chains,
     check_int,
     local_copies,
     reduce_chains,
     split,
 )
+from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 
@@ -86,13 +86,16 @@ def _sub_splits(sizes: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
     return rel.reshape(*sizes.shape, parts), sub.reshape(*sizes.shape, parts)
 
 
-class _InOrder(TableBuilder):
-    """A :class:`TableBuilder` that makes op ``i`` also wait for op ``i - shift`` when ``shift``
+class _InOrder(ScheduleBuilder):
+    """A builder (dependencies stated, not inferred) that makes op ``i`` also wait for op ``i - shift`` when ``shift``
     is set: the same op of the previous chunk (same rank, role and channel), because a channel's
     thread block runs its chunks in order. That is what lets the phases pipeline: chunk ``c``
     crosses the nodes while chunk ``c + 1`` is reduced inside them (NCCL's tree / NVLSTree)."""
 
     shift: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, infer_deps=False, **kwargs)
 
     def add_batch(self, kind: Any, **cols: Any) -> np.ndarray:  # type: ignore[override]
         if self.shift:

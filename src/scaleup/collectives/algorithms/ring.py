@@ -42,13 +42,14 @@ from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
     SCRATCH,
-    TableBuilder,
     chains,
     check_int,
     local_copies,
     reduce_chains,
     split,
+    table_builder,
 )  # fmt: skip
+from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
@@ -119,8 +120,8 @@ def lanes(n: int, params: dict[str, Any]) -> Lanes:
     return Lanes(np.asarray(orders, dtype=np.int64), np.asarray(channel), np.asarray(chunk))
 
 
-def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> TableBuilder:
-    return TableBuilder(spec, "ring", scratch_count=scratch, params=params)
+def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> ScheduleBuilder:
+    return table_builder(spec, "ring", scratch_count=scratch, params=params)
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:

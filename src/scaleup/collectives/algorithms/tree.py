@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleup.collectives.algorithms._common import TableBuilder, check_int, split
+from scaleup.collectives.algorithms._common import check_int, split, table_builder
+from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 
@@ -127,7 +128,7 @@ def _heights(children: list[list[int]], order: list[int]) -> list[int]:
 
 
 def _up(
-    b: TableBuilder,
+    b: ScheduleBuilder,
     parents: list[int],
     off: int,
     size: int,
@@ -173,7 +174,7 @@ def _up(
 
 
 def _down(
-    b: TableBuilder,
+    b: ScheduleBuilder,
     root: int,
     children: list[list[int]],
     ready: int,
@@ -200,7 +201,7 @@ def _down(
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = TableBuilder(spec, "tree", params=params)
+    b = table_builder(spec, "tree", params=params)
     jit: dict[tuple[int, int], int] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, None):
         root, final, children, height = _up(
@@ -211,7 +212,7 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = TableBuilder(spec, "tree", params=params)
+    b = table_builder(spec, "tree", params=params)
     if spec.count:
         b.copy(b.input(spec.root, 0, spec.count), b.output(spec.root, 0, spec.count), deps=[])
     for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
@@ -221,7 +222,7 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = TableBuilder(spec, "tree", scratch_count=spec.count, params=params)
+    b = table_builder(spec, "tree", scratch_count=spec.count, params=params)
     jit: dict[tuple[int, int], int] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
         _up(b, parents, off, size, channel, chunk, "scratch", "output", jit)
