@@ -13,11 +13,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from scaleup.collectives.algorithms import ALGORITHMS
+from scaleup.collectives.schedule import OpKind
 from scaleup.collectives.spec import CollectiveSpec
 
 __all__ = [
     "PRIMES",
+    "AliasedOp",
     "CollectiveCase",
+    "aliased_ops",
     "collective_cases",
     "counts",
     "dtypes",
@@ -93,3 +96,34 @@ def collective_cases(
     redop = draw(st.sampled_from(("sum", "sum", "max", "min", "prod")))
     spec = CollectiveSpec(collective, nranks=n, count=count, root=root, redop=redop)
     return CollectiveCase(name, spec, _params(draw, name, n), draw(dtypes()))
+
+
+@dataclass(frozen=True)
+class AliasedOp:
+    """One op whose chunks all lie in one buffer (so any of them may overlap), by offsets."""
+
+    kind: OpKind
+    count: int
+    srcs: tuple[int, ...]
+    dsts: tuple[int, ...]  # pairwise disjoint, as the verifier requires
+
+
+@st.composite
+def aliased_ops(draw: st.DrawFn, size: int = 32) -> AliasedOp:
+    """Ops on chunks of one ``size``-element buffer: sources overlap destinations any which way.
+
+    Sources are drawn at a destination, near one, or anywhere, so that aliasing is common.
+    """
+    kind = draw(st.sampled_from(list(OpKind)))
+    count = draw(st.integers(1, size // 4))
+    switch = kind == OpKind.SWITCH_REDUCE
+    slot = st.integers(0, size // count - 2)
+    slots = draw(st.lists(slot, min_size=1, max_size=3 if switch else 1, unique=True))
+    shift = draw(st.integers(0, count - 1))
+    dsts = tuple(slot * count + shift for slot in slots)
+    near = st.tuples(st.sampled_from(dsts), st.integers(-count, count)).map(
+        lambda p: min(max(p[0] + p[1], 0), size - count)
+    )
+    source = st.one_of(st.sampled_from(dsts), near, st.integers(0, size - count))
+    srcs = draw(st.lists(source, min_size=1, max_size=4 if switch else 1))
+    return AliasedOp(kind, count, tuple(srcs), dsts)

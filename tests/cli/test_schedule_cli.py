@@ -137,3 +137,28 @@ def test_failing_schedule_exits_1_naming_the_op(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert f"op {dropped['id']}" in result.output
     assert "FAIL" in result.output
+
+
+def test_verify_in_place_nvls_reduce_to_a_non_zero_root() -> None:
+    """Issue 10: an op whose destination aliases a source; --in-place replays it as the runtime."""
+    args = ("nvls", "reduce", "-n", "3", "-c", "7", "--root", "2", "--dtype", "int64")
+    result = _run("verify", *args, "--in-place")
+    assert result.exit_code == 0, result.output
+    assert "output aliased to input" in result.output
+
+
+def test_verify_in_place_reports_the_race_aliasing_creates() -> None:
+    """One-shot direct all_reduce is correct apart, racy aliased (a peer still reads the input)."""
+    args = ("direct", "all_reduce", "-n", "3", "-c", "7", "--shot", "1")
+    assert _run("verify", *args).exit_code == 0
+    result = _run("verify", *args, "--in-place")
+    assert result.exit_code == 1, result.output
+    assert "FAIL" in result.output
+    assert "output aliased to input" in result.output
+
+
+def test_verify_in_place_needs_one_buffer_size() -> None:
+    result = _run("verify", "ring", "all_gather", "-n", "3", "-c", "9", "--in-place")
+    assert result.exit_code == 2, result.output
+    assert "in place needs input and output of one size" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -98,3 +98,14 @@ def sweep(
 def big_all_reduce(count: int, dtype_name: str) -> str | None:
     rt.init()
     return run_one("all_reduce", count, dtype_name, "sum", symmetric=True)
+
+
+def issue_10_example(collective: str, root: int) -> list[int]:
+    """Issue 10's reproduction: nvls on in-place int64 data, rank r holding 10**r."""
+    rt.init()
+    x = np.full(4, 10 ** rt.rank(), np.int64)
+    if collective == "reduce":
+        rt.reduce(x, root, algo="nvls")
+    else:
+        rt.all_reduce(x, algo="nvls")
+    return x.tolist()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from scaleup.report import BenchRow
-from scaleup.runtime.measure import bench_rows, mpiexec_path
+from scaleup.runtime.measure import bench_rows
 
 
 @pytest.mark.parametrize("transport", ["shm", "pipe"])
@@ -26,39 +25,14 @@ def test_bench_rows_blocked_collective() -> None:
     assert rows[0].count == 250 and rows[0].bytes == 1000
 
 
-def _mpi_or_skip() -> str:
-    pytest.importorskip("mpi4py")
-    mpiexec = mpiexec_path()
-    if mpiexec is None:
-        pytest.skip("no mpiexec")
-    probe = subprocess.run(
-        [mpiexec, "-n", "1", sys.executable, "-c", "pass"],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    if probe.returncode != 0:
-        pytest.skip("mpiexec does not run here")
-    return mpiexec
-
-
 @pytest.mark.mpi
-def test_mpi_transport_two_ranks() -> None:
-    mpiexec = _mpi_or_skip()
-    here = Path(__file__).resolve().parent
-    proc = subprocess.run(
-        [mpiexec, "-n", "2", sys.executable, str(here / "mpi_worker.py")],
-        cwd=here,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_mpi_transport_two_ranks(run_mpi: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    proc = run_mpi(2, "mpi_worker.py")
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.mpi
+@pytest.mark.usefixtures("mpiexec")
 def test_mpi_bench_rows() -> None:
-    _mpi_or_skip()
     rows = bench_rows("mpi", 2, "all_reduce", [4096], iters=3, warmup=1)
     assert rows[0].runtime == "mpi" and rows[0].time_us > 0

@@ -148,6 +148,11 @@ def verify_cmd(
     root: int = _ROOT,
     redop: str = _REDOP,
     seed: int = typer.Option(0, "--seed", help="Seed of the input data."),
+    in_place: bool = typer.Option(
+        False,
+        "--in-place",
+        help="Alias every rank's output to its input, as the runtime's in-place collectives do.",
+    ),
 ) -> None:
     """Replay a schedule on numpy buffers: exit 0 if correct, 1 naming the op, 2 on bad input."""
     numpy_dtype(dtype)
@@ -168,7 +173,7 @@ def verify_cmd(
             params=_params(channels, chunks, ranks_per_node, shot, bidirectional),
         )
     try:
-        report = verify(schedule, dtype, seed=seed)
+        report = verify(schedule, dtype, seed=seed, in_place=in_place)
     except UnsupportedCollective:
         raise
     except ScheduleError as error:

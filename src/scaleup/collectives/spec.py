@@ -41,6 +41,7 @@ __all__ = [
     "busbw_factor",
     "numpy_dtype",
     "reduce_arrays",
+    "reduce_ufunc",
 ]
 
 COLLECTIVES = (
@@ -105,6 +106,11 @@ def busbw_factor(collective: str, nranks: int) -> float:
     if collective in BLOCKED_COLLECTIVES:
         return (n - 1) / n
     return 1.0
+
+
+def reduce_ufunc(redop: str) -> np.ufunc:
+    """The numpy ufunc of a reduction name (``sum`` is ``np.add``, ...)."""
+    return _REDUCE_UFUNC[redop]
 
 
 def reduce_arrays(arrays: list[np.ndarray], redop: str) -> np.ndarray:

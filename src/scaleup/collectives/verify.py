@@ -15,7 +15,12 @@
      :class:`~scaleup.errors.UnwrittenReadError`;
    - a write (or a read) of an element whose last writer is not *ordered before* it, or a write
      of an element read since by an op not ordered before it, is a
-     :class:`~scaleup.errors.RaceError` naming both ops.
+     :class:`~scaleup.errors.RaceError` naming both ops; so is an op whose destinations overlap
+     each other.
+
+   Each op does what :mod:`scaleup.collectives.semantics` defines (read every operand, then
+   write), through :func:`~scaleup.collectives.semantics.apply_op`, the function the runtime's
+   transports execute with.
 
    *Ordered before* is happens-before in the DAG, exact: each op carries the set of its
    ancestors as a Python-int bitset (freed once all its dependants are replayed, so memory is
@@ -27,6 +32,14 @@
 4. **Postcondition** (:class:`~scaleup.errors.PostconditionError`): every output element the
    spec defines was written and equals ``spec.reference``; the error names rank, buffer, first
    bad index and the last op that wrote it.
+
+In place (``in_place=True``): every rank's output buffer *is* its input buffer, as when the
+runtime runs ``all_reduce(x)`` on ``x`` itself. Shadow maps and data are shared, so checks 2-3
+see every hazard the aliasing creates (an op overwriting input a peer has yet to read is a
+RaceError), and an op whose destination is one of its own sources still reads before it
+writes. A rank whose output the spec leaves undefined (reduce's non-roots) must end with its
+input unchanged: the buffer is the caller's. Only for collectives whose input and output have
+one size (all_reduce, broadcast, reduce, all_to_all, send_recv).
 
 Tolerance. Integer dtypes and non-reducing collectives (and max/min) must match exactly. For
 float sum and prod the algorithm may reduce in any order, so every element must satisfy
@@ -49,20 +62,21 @@ from typing import Any
 import numpy as np
 
 from scaleup.collectives.schedule import Buffer, Chunk, OpKind, Schedule
-from scaleup.collectives.spec import numpy_dtype, reduce_arrays
+from scaleup.collectives.semantics import apply_op
+from scaleup.collectives.spec import numpy_dtype, reduce_ufunc
 from scaleup.errors import (
     BoundsError,
     CycleError,
     PostconditionError,
     RaceError,
     UnwrittenReadError,
+    UsageError,
 )  # fmt: skip
 
 __all__ = ["VerifyReport", "float_tolerance", "topological_order", "verify"]
 
 _PRE = -1  # written by the precondition (input buffers)
 _UNWRITTEN = -2
-_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 @dataclass(frozen=True)
@@ -77,13 +91,16 @@ class VerifyReport:
     ranks_checked: int
     max_abs_error: float
     tolerance: str
+    in_place: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     def __str__(self) -> str:
+        aliased = ", output aliased to input" if self.in_place else ""
         return (
-            f"{self.algorithm} {self.spec} {self.dtype}: {self.n_ops} ops, {self.n_steps} steps, "
+            f"{self.algorithm} {self.spec} {self.dtype}{aliased}: {self.n_ops} ops, "
+            f"{self.n_steps} steps, "
             f"postcondition holds on {self.ranks_checked} ranks "
             f"(max abs error {self.max_abs_error:g}, "
             f"{self.tolerance})"
@@ -173,8 +190,9 @@ class _Shadow:
 class _Replay:
     """Replays ops in topological order, with happens-before bitsets and shadow maps."""
 
-    def __init__(self, schedule: Schedule, order: np.ndarray) -> None:
+    def __init__(self, schedule: Schedule, order: np.ndarray, in_place: bool = False) -> None:
         self.schedule = schedule
+        self.in_place = in_place
         t = schedule.table
         self.pos = np.empty(t.n_ops, dtype=np.int64)
         self.pos[order] = np.arange(t.n_ops)
@@ -184,6 +202,8 @@ class _Replay:
         self.shadows: dict[tuple[int, int], _Shadow] = {}
 
     def shadow(self, rank: int, buffer: int) -> _Shadow:
+        if self.in_place and buffer == Buffer.OUTPUT:
+            buffer = int(Buffer.INPUT)  # one buffer, one history
         key = (rank, buffer)
         found = self.shadows.get(key)
         if found is None:
@@ -209,8 +229,9 @@ class _Replay:
         return bool((bits >> int(self.pos[other])) & 1)
 
     def _race(self, first: int, second: int, what: str, chunk: Chunk) -> RaceError:
+        aliased = ", output aliased to input" if self.in_place else ""
         return RaceError(
-            f"op {first} and op {second} both touch {chunk} ({what}) "
+            f"op {first} and op {second} both touch {chunk} ({what}{aliased}) "
             "with no dependency path between them",
             op=second, rank=chunk.rank,
         )  # fmt: skip
@@ -238,7 +259,12 @@ class _Replay:
         lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
         for seg in range(lo, hi):
             w = sh.writer[seg]
-            if w >= 0 and w != op and not self.before(w, bits):
+            if w == op:
+                raise RaceError(
+                    f"op {op} writes {chunk} twice: its destinations overlap",
+                    op=op, rank=chunk.rank,
+                )  # fmt: skip
+            if w >= 0 and not self.before(w, bits):
                 raise self._race(w, op, "two writes", chunk)
             for r in sh.readers[seg]:
                 if r != op and not self.before(r, bits):
@@ -271,7 +297,9 @@ def _check_bounds(schedule: Schedule) -> None:
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an overflowing float16 prod is compared, not warned
-def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> VerifyReport:
+def verify(
+    schedule: Schedule, dtype: str = "float32", *, seed: int = 0, in_place: bool = False
+) -> VerifyReport:
     """Replay ``schedule`` on numpy buffers and check its collective's postcondition.
 
     Parameters
@@ -282,6 +310,9 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
         Element type of the buffers (``int32``, ``float16``, ``float32``, ...).
     seed
         Seed of the rank-distinct input data.
+    in_place
+        Replay with every rank's output buffer aliased to its input buffer (see the module
+        docstring); UsageError for a collective whose input and output differ in size.
 
     Returns
     -------
@@ -292,6 +323,8 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
     ------
     BoundsError, CycleError, UnwrittenReadError, RaceError, PostconditionError
         The first problem found, naming the op (and rank, chunk, index).
+    UsageError
+        ``in_place`` for a collective whose input and output differ in size.
 
     Examples
     --------
@@ -302,10 +335,20 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
     """
     spec = schedule.spec
     np_dtype = numpy_dtype(dtype)
+    if in_place and spec.input_count != spec.output_count:
+        raise UsageError(
+            f"in place needs input and output of one size; {spec.name} has "
+            f"{spec.input_count} and {spec.output_count} elements",
+            source="in_place",
+        )
     _check_bounds(schedule)
     order = topological_order(schedule)
     inputs = spec.make_inputs(np_dtype, seed=seed)
     expected = spec.reference(inputs)  # before the replay, which may write into inputs
+    if in_place:  # an output the spec leaves undefined is the caller's input, left as it was
+        expected = [
+            x.copy() if want is None else want for x, want in zip(inputs, expected, strict=True)
+        ]
     bound = _bound(schedule, inputs, np_dtype)
     poison = (
         np.nan if np_dtype.kind == "f" or np_dtype.name == "bfloat16" else np.iinfo(np_dtype).min
@@ -313,9 +356,11 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
     buffers: dict[tuple[int, int], np.ndarray] = {}
     for r in range(spec.nranks):
         buffers[(r, int(Buffer.INPUT))] = inputs[r]
-        buffers[(r, int(Buffer.OUTPUT))] = np.full(spec.output_count, poison, dtype=np_dtype)
+        buffers[(r, int(Buffer.OUTPUT))] = (
+            inputs[r] if in_place else np.full(spec.output_count, poison, dtype=np_dtype)
+        )
         buffers[(r, int(Buffer.SCRATCH))] = np.full(schedule.scratch_count, poison, dtype=np_dtype)
-    replay = _Replay(schedule, order)
+    replay = _Replay(schedule, order, in_place)
     t = schedule.table
     kind, count = t.kind.tolist(), t.count.tolist()
     sp, sr, sb, so = (
@@ -330,7 +375,7 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
         t.dst_buffer.tolist(),
         t.dst_offset.tolist(),
     )
-    ufunc = _UFUNC[spec.redop]
+    ufunc = reduce_ufunc(spec.redop)
     for op in order.tolist():
         bits = replay.enter(op)
         c = count[op]
@@ -345,22 +390,19 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
             replay.read(op, bits, dsts[0])
         for chunk in dsts:
             replay.write(op, bits, chunk)
-        views = [buffers[(s.rank, int(s.buffer))][s.offset : s.offset + c] for s in srcs]
-        if k == OpKind.COPY:
-            value = views[0]
-        elif k == OpKind.REDUCE:
-            d = dsts[0]
-            value = ufunc(buffers[(d.rank, int(d.buffer))][d.offset : d.offset + c], views[0])
-        else:
-            value = reduce_arrays(views, spec.redop) if len(views) > 1 else views[0].copy()
-        for d in dsts:
-            buffers[(d.rank, int(d.buffer))][d.offset : d.offset + c] = value
+        apply_op(
+            k,
+            [buffers[(s.rank, int(s.buffer))][s.offset : s.offset + c] for s in srcs],
+            [buffers[(d.rank, int(d.buffer))][d.offset : d.offset + c] for d in dsts],
+            ufunc,
+        )
     max_error, checked = _check_postcondition(schedule, replay, buffers, expected, bound)
     tolerant = spec.reduces and spec.redop in ("sum", "prod")
     return VerifyReport(
         algorithm=schedule.algorithm, spec=spec.name, dtype=np_dtype.name, n_ops=schedule.n_ops,
         n_steps=schedule.n_steps, ranks_checked=checked, max_abs_error=max_error,
         tolerance=float_tolerance(spec.nranks, np_dtype) if tolerant else "exact",
+        in_place=in_place,
     )  # fmt: skip
 
 

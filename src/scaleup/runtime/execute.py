@@ -4,11 +4,21 @@ A :class:`LoadStorePlan` is compiled once per (schedule, buffer bindings, dtype)
 and cached by the transport. It is a list of steps, each a few numpy views plus the flag waits
 that must hold before it runs:
 
-- Each rank executes the ops it *issues*, in op-id order (the builder guarantees deps point to
-  earlier ids, so that order is topological). A copy is ``np.copyto(dst, src)`` on views of the
-  mapped segments; a run of consecutive ops into the same destination chunk (``copy`` then
-  ``reduce``s, the direct algorithm's "reduce my slice from every peer") is fused into one
-  cache-blocked pass: per 256 KiB block, the accumulator stays in L2 while every source streams.
+- Each rank executes the ops it *issues*, in op-id order (the runtime only runs schedules whose
+  deps point to earlier ids, so that order is topological). Every step runs
+  :func:`scaleup.collectives.semantics.combine`, the kernel of the op semantics the verifier
+  replays ("read every operand, then write"), on views of the mapped segments. A run of
+  consecutive ops into the same destination chunk (``copy`` then ``reduce``s, the direct
+  algorithm's "reduce my slice from every peer") is fused into one step, cache-blocked: per
+  256 KiB block, the accumulator stays in L2 while every source streams. Fusing is the same as
+  running the ops one by one only when no fused source overlaps the destination (else the op
+  starts a step of its own) and no fused op waits for a peer op that may wait for this step
+  (every cross-rank dependency of a fused op is older than the step's first op).
+- Aliasing (in place, output bound to input): where accumulating straight into the destination
+  would read an operand after overwriting it (:func:`~scaleup.collectives.semantics.needs_stage`:
+  ``nvls`` reduce to root r reads ``r.input`` after ``r.output`` received rank 0's data), the
+  step accumulates in a stage buffer allocated with the plan and then copies it out; cache
+  blocking is used only where no operand overlaps the accumulator.
 - Rank r has one progress word ``P[r]`` (its own cache line). For collective call ``e``
   (``base = e * 2**24``) rank r stores ``P[r] = base`` on entry ("my buffers are ready") and
   ``P[r] = base + i`` after its i-th op. A step waits ``P[q] >= base + i`` for every cross-rank
@@ -34,22 +44,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scaleup.collectives.schedule import Buffer, OpKind, Schedule
+from scaleup.collectives.schedule import Buffer, OpKind, OpTable, Schedule
+from scaleup.collectives.semantics import combine, needs_stage, overlaps
+from scaleup.collectives.spec import reduce_ufunc
 from scaleup.runtime.shm import ControlBlock, Waiter
 
-__all__ = ["EPOCH_STRIDE", "LoadStorePlan", "compile_plan", "needs_fences", "ufunc_for"]
+__all__ = ["EPOCH_STRIDE", "LoadStorePlan", "compile_plan", "needs_fences"]
 
 #: Progress values of one collective call live in [epoch * EPOCH_STRIDE, (epoch+1) * EPOCH_STRIDE).
 EPOCH_STRIDE = 1 << 24
 #: Bytes per block of a fused, cache-blocked reduction (half of this machine's 512 KiB L2).
 BLOCK_BYTES = 256 * 1024
-
-_UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-
-
-def ufunc_for(redop: str) -> np.ufunc:
-    """The numpy ufunc of a reduction name."""
-    return _UFUNCS[redop]
 
 
 def needs_fences() -> bool:
@@ -57,18 +62,38 @@ def needs_fences() -> bool:
     return platform.machine().lower() not in {"x86_64", "amd64", "i386", "i686", "x86"}
 
 
-def _address(view: np.ndarray) -> int:
-    return int(view.__array_interface__["data"][0])
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two views are the same memory (a copy between them does nothing)."""
+    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and len(a) == len(b)
 
 
 @dataclass
 class _Step:
     waits: tuple[tuple[int, int, int], ...]  # (control word, value above base, peer)
-    dst: np.ndarray
-    init: np.ndarray | None  # copy source (None: accumulate into dst as it is)
-    srcs: tuple[np.ndarray, ...]  # reduced into dst, in order
-    extra_dsts: tuple[np.ndarray, ...]  # switch_reduce multicast targets
+    dsts: tuple[np.ndarray, ...]  # the destination, then switch_reduce's multicast targets
+    init: np.ndarray | None  # first operand (None: the destination as it is)
+    srcs: tuple[np.ndarray, ...]  # reduced into the accumulator, in order
+    stage: np.ndarray | None  # the accumulator when the destination aliases a later operand
+    block: int | None  # cache-block size in elements; None where an operand overlaps the acc
     done: int  # progress value (above base) once this step is finished
+
+
+def _step(
+    waits: tuple[tuple[int, int, int], ...],
+    dsts: list[np.ndarray],
+    init: np.ndarray | None,
+    srcs: list[np.ndarray],
+    block: int,
+    done: int,
+) -> _Step:
+    """A step whose stage and blocking follow the op semantics (see the module docstring)."""
+    if init is not None and _same(init, dsts[0]):
+        init = None  # the destination already holds the first operand
+    stage = np.empty_like(dsts[0]) if needs_stage(dsts[0], init, srcs) else None
+    acc = dsts[0] if stage is None else stage
+    operands = [*srcs] if init is None else [init, *srcs]
+    blocked = not any(overlaps(acc, x) for x in operands)
+    return _Step(waits, tuple(dsts), init, tuple(srcs), stage, block if blocked else None, done)
 
 
 class LoadStorePlan:
@@ -80,13 +105,11 @@ class LoadStorePlan:
         exit_waits: tuple[tuple[int, int, int], ...],
         my_word: int,
         ufunc: np.ufunc,
-        block: int,
     ) -> None:
         self.steps = steps
         self.exit_waits = exit_waits
         self.my_word = my_word
         self.ufunc = ufunc
-        self.block = block
 
     def run(self, epoch: int, control: ControlBlock, waiter: Waiter) -> None:
         """Execute this rank's ops for collective call ``epoch``."""
@@ -94,28 +117,12 @@ class LoadStorePlan:
         words = control.words
         me = self.my_word
         words[me] = base
-        ufunc, block = self.ufunc, self.block
+        ufunc = self.ufunc
         for step in self.steps:
             for index, value, peer in step.waits:
                 if words[index] < base + value:
                     waiter.wait_ge(index, base + value, peer)
-            dst, srcs = step.dst, step.srcs
-            if len(srcs) + (step.init is not None) <= 1 or len(dst) <= block:
-                if step.init is not None:
-                    np.copyto(dst, step.init)
-                for src in srcs:
-                    ufunc(dst, src, out=dst)
-            else:  # cache-blocked: the block of dst stays in L2 while every source streams
-                init = step.init
-                for lo in range(0, len(dst), block):
-                    hi = lo + block
-                    d = dst[lo:hi]
-                    if init is not None:
-                        np.copyto(d, init[lo:hi])
-                    for src in srcs:
-                        ufunc(d, src[lo:hi], out=d)
-            for extra in step.extra_dsts:
-                np.copyto(extra, dst)
+            combine(step.dsts, step.init, step.srcs, ufunc, stage=step.stage, block=step.block)
             words[me] = base + step.done
         for index, value, peer in self.exit_waits:
             if words[index] < base + value:
@@ -139,9 +146,6 @@ def compile_plan(
         counters[issuer[i]] += 1
         local_index[i] = counters[issuer[i]]
     prog = ControlBlock.progress_index
-
-    def chunk(rank_: int, buffer: int, offset: int, count: int) -> np.ndarray:
-        return view(int(rank_), Buffer(int(buffer)))[offset : offset + count]
 
     def touched(i: int) -> set[int]:
         ranks = set(t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]].tolist())
@@ -167,61 +171,46 @@ def compile_plan(
                 out.append((prog(q), value, q))
         return tuple(out)
 
+    def chunks(side: str, i: int) -> list[np.ndarray]:
+        """Views of op i's sources (``side="src"``) or destinations (``"dst"``)."""
+        ptr, ranks, bufs, offs = (
+            getattr(t, f"{side}_{column}") for column in ("ptr", "rank", "buffer", "offset")
+        )
+        count = int(t.count[i])
+        return [
+            view(int(ranks[j]), Buffer(int(bufs[j])))[offs[j] : offs[j] + count]
+            for j in range(ptr[i], ptr[i + 1])
+        ]
+
+    def fusable(j: int, first: int, dst: np.ndarray, key: tuple[int, ...]) -> bool:
+        """Whether op j is a reduce into ``dst`` that may join the step starting at ``first``."""
+        if int(t.kind[j]) != OpKind.REDUCE or key != _dst_key(t, j):
+            return False
+        if overlaps(dst, chunks("src", j)[0]):
+            return False  # it reads what the step writes: one by one is not the same as fused
+        return all(d < first or int(issuer[d]) == rank for d in t.deps_of(j).tolist())
+
+    block = max(BLOCK_BYTES // max(dtype.itemsize, 1), 1)
     steps: list[_Step] = []
     k = 0
     while k < len(mine):
         i = mine[k]
-        kind = int(t.kind[i])
-        count = int(t.count[i])
-        srcs = [
-            chunk(t.src_rank[j], t.src_buffer[j], t.src_offset[j], count)
-            for j in range(t.src_ptr[i], t.src_ptr[i + 1])
-        ]
-        dsts = [
-            chunk(t.dst_rank[j], t.dst_buffer[j], t.dst_offset[j], count)
-            for j in range(t.dst_ptr[i], t.dst_ptr[i + 1])
-        ]
+        srcs = chunks("src", i)
+        dsts = chunks("dst", i)
         group = [i]
-        if kind == OpKind.SWITCH_REDUCE:
-            init, reduce_srcs = srcs[0], tuple(srcs[1:])
-        else:
-            dst_key = (
-                int(t.dst_rank[t.dst_ptr[i]]),
-                int(t.dst_buffer[t.dst_ptr[i]]),
-                int(t.dst_offset[t.dst_ptr[i]]),
-                count,
-            )
-            same = _address(srcs[0]) == _address(dsts[0])
-            if kind == OpKind.COPY:
-                init, reduce_list = (None if same else srcs[0]), []
-            else:
-                init, reduce_list = None, [srcs[0]]
-            while k + 1 < len(mine):  # fuse following reduces into the same chunk
+        kind = int(t.kind[i])
+        if kind == OpKind.REDUCE:
+            init, rest = None, srcs
+        else:  # copy, switch_reduce: the first source, then the others
+            init, rest = srcs[0], srcs[1:]
+        if kind != OpKind.SWITCH_REDUCE:
+            key = _dst_key(t, i)
+            while k + 1 < len(mine) and fusable(mine[k + 1], i, dsts[0], key):
                 j = mine[k + 1]
-                row = t.dst_ptr[j]
-                key = (
-                    int(t.dst_rank[row]),
-                    int(t.dst_buffer[row]),
-                    int(t.dst_offset[row]),
-                    int(t.count[j]),
-                )
-                if int(t.kind[j]) != OpKind.REDUCE or key != dst_key:
-                    break
-                s = t.src_ptr[j]
-                reduce_list.append(chunk(t.src_rank[s], t.src_buffer[s], t.src_offset[s], count))
+                rest = [*rest, chunks("src", j)[0]]
                 group.append(j)
                 k += 1
-            reduce_srcs = tuple(reduce_list)
-        steps.append(
-            _Step(
-                waits_for(group),
-                dsts[0],
-                init,
-                reduce_srcs,
-                tuple(dsts[1:]),
-                int(local_index[group[-1]]),
-            )
-        )
+        steps.append(_step(waits_for(group), dsts, init, rest, block, int(local_index[group[-1]])))
         k += 1
 
     exit_need: dict[int, int] = {}
@@ -230,5 +219,10 @@ def compile_plan(
         if q != rank and rank in touched(i):
             exit_need[q] = max(exit_need.get(q, 0), int(local_index[i]))
     exit_waits = tuple((prog(q), v, q) for q, v in sorted(exit_need.items()) if v > waited[q])
-    block = max(BLOCK_BYTES // max(dtype.itemsize, 1), 1)
-    return LoadStorePlan(steps, exit_waits, prog(rank), ufunc_for(redop), block)
+    return LoadStorePlan(steps, exit_waits, prog(rank), reduce_ufunc(redop))
+
+
+def _dst_key(t: OpTable, i: int) -> tuple[int, int, int, int]:
+    """(rank, buffer, offset, count) of op i's first destination."""
+    row = t.dst_ptr[i]
+    return int(t.dst_rank[row]), int(t.dst_buffer[row]), int(t.dst_offset[row]), int(t.count[i])

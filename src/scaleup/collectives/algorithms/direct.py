@@ -8,8 +8,10 @@ all_reduce, ``shot=1`` (one-shot): rank r copies its input into its output, then
 peer's whole buffer into it, peers in the order r+1, r+2, ... (so at any step each rank is read by
 exactly one peer). ``shot=2`` (two-shot): reduce-scatter by direct loads (rank r reduces every
 peer's slice r into its output slice r), then all-gather by direct loads (rank r copies slice q
-from rank q's output). ``shot="auto"`` (default) picks one-shot for count <= 65536 elements
-(small, latency-bound messages) and two-shot otherwise::
+from rank q's output). ``shot="auto"`` (default) picks one-shot up to :data:`ONE_SHOT_MAX_BYTES`
+per rank buffer (small, latency-bound messages: one round of loads instead of two) and two-shot
+above (:func:`auto_shot`). A schedule does not know its dtype, so the builder counts 4-byte
+elements; the runtime, which does, passes ``shot=auto_shot(count, itemsize)``::
 
     two-shot, n=3        step 0          1          2          3
     rank 0 slice 0       +=in1[0]        +=in2[0]   get out1[1] get out2[2]
@@ -38,18 +40,36 @@ from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
-__all__ = ["BUILDERS", "ONE_SHOT_MAX_COUNT", "PARAMS", "normalise"]
+__all__ = [
+    "BUILDERS",
+    "DEFAULT_ITEMSIZE",
+    "ONE_SHOT_MAX_BYTES",
+    "PARAMS",
+    "auto_shot",
+    "normalise",
+]
 
 PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "shot": "auto"}
-#: ``shot="auto"`` uses one-shot up to this many elements (256 KiB of float32).
-ONE_SHOT_MAX_COUNT = 65536
+#: ``shot="auto"``: one-shot while a rank's buffer is at most this many bytes, two-shot above.
+ONE_SHOT_MAX_BYTES = 256 * 1024
+#: Element size ``shot="auto"`` assumes where the dtype is unknown (float32, the CLI default).
+DEFAULT_ITEMSIZE = 4
+
+
+def auto_shot(count: int, itemsize: int = DEFAULT_ITEMSIZE) -> int:
+    """1 (one-shot) if ``count`` elements of ``itemsize`` bytes fit :data:`ONE_SHOT_MAX_BYTES`.
+
+    >>> auto_shot(65536), auto_shot(65537), auto_shot(65536, itemsize=8)
+    (1, 2, 2)
+    """
+    return 1 if count * itemsize <= ONE_SHOT_MAX_BYTES else 2
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Validate ``channels``, ``chunks`` and ``shot`` (resolving ``"auto"``)."""
     shot = params.get("shot", "auto")
     if shot == "auto":
-        shot = 1 if spec.count <= ONE_SHOT_MAX_COUNT else 2
+        shot = auto_shot(spec.count)
     if shot not in (1, 2) or isinstance(shot, bool):
         raise UsageError(f"parameter shot must be 1, 2 or 'auto', got {shot!r}", source="shot")
     return {

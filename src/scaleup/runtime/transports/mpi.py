@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from scaleup.collectives.schedule import Buffer, OpKind, Schedule
+from scaleup.collectives.semantics import apply_op
+from scaleup.collectives.spec import reduce_ufunc
 from scaleup.errors import TransportError
-from scaleup.runtime.execute import ufunc_for
 from scaleup.runtime.transports.base import BaseTransport, Binding
 
 __all__ = ["MpiTransport"]
@@ -45,7 +46,7 @@ class MpiTransport(BaseTransport):
         super().__init__(self.comm.Get_rank(), self.comm.Get_size(), timeout_s)
         self._windows: dict[int, tuple[Any, np.ndarray]] = {}
         self._next_id = 0
-        self._plans: dict[tuple[object, ...], list[tuple[list[Any], list[Any]]]] = {}
+        self._plans: dict[tuple[object, ...], list[tuple[list[Any], list[Any] | None]]] = {}
         self._types = {
             "float32": MPI.FLOAT,
             "float64": MPI.DOUBLE,
@@ -106,7 +107,7 @@ class MpiTransport(BaseTransport):
             levels = self._plans[key] = self._compile(schedule, bindings, dtype)
         windows = sorted({alloc_id for alloc_id, _ in bindings.values()})
         wins = [self._windows[a][0] for a in windows]
-        ufunc = ufunc_for(schedule.spec.redop)
+        ufunc = reduce_ufunc(schedule.spec.redop)
         for win in wins:
             win.Fence()
         for phase_a, phase_b in levels:
@@ -115,13 +116,8 @@ class MpiTransport(BaseTransport):
             for win in wins:
                 win.Fence()
             if phase_b is not None:
-                for dst, temps in phase_b:
-                    if temps[0] is not None:
-                        np.copyto(dst[0], temps[0])
-                    for t in temps[1:]:
-                        ufunc(dst[0], t, out=dst[0])
-                    for extra in dst[1:]:
-                        np.copyto(extra, dst[0])
+                for kind, dsts, temps in phase_b:
+                    apply_op(kind, temps, dsts, ufunc)
                 for win in wins:
                     win.Fence()
 
@@ -132,7 +128,7 @@ class MpiTransport(BaseTransport):
         mpi_type = self._types.get(dtype.name)
         mpi_op = self._ops[schedule.spec.redop]
         item = dtype.itemsize
-        ufunc = ufunc_for(schedule.spec.redop)
+        ufunc = reduce_ufunc(schedule.spec.redop)
 
         def where(buffer: int, offset: int) -> tuple[Any, np.ndarray, int]:
             alloc_id, base = bindings[Buffer(int(buffer))]
@@ -192,7 +188,7 @@ class MpiTransport(BaseTransport):
                     )
                 continue
             # reduce without an MPI type, or switch_reduce: gather sources, then reduce locally
-            temps: list[np.ndarray | None] = [None] if op.kind == OpKind.REDUCE else []
+            temps: list[np.ndarray] = []
             for src in op.srcs:
                 temp = np.empty(count, dtype=dtype)
                 win, _, disp = where(src.buffer, src.offset)
@@ -202,7 +198,7 @@ class MpiTransport(BaseTransport):
                     )
                 )
                 temps.append(temp)
-            phase_b[lv].append((dsts, temps))
+            phase_b[lv].append((op.kind, dsts, temps))
         return [(phase_a[lv], phase_b[lv] if two_phase[lv] else None) for lv in range(n_levels)]
 
     def close(self) -> None:

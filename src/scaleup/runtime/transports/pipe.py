@@ -8,11 +8,13 @@ collective data lands in a mailbox.
 
 Collectives execute the same Schedules "owner computes": every rank walks the ops in id order
 (a topological order) and, for each op touching a chunk it owns, either sends its source chunk
-(a snapshot taken at that point), or receives the source and applies the copy or reduction into
-its destination. Every chunk lives on one rank, which serialises all accesses to it in the same
-topological order, so all hazards are respected; sends never wait for the receiver (its reader
-drains them), so the minimal unfinished op always progresses: no deadlock. Connections are FIFO,
-so a put issued before a barrier message is applied before the peer sees the barrier.
+(a snapshot taken at that point), or receives the sources and applies the op to its destination
+with :func:`~scaleup.collectives.semantics.apply_op` (every source read before any destination
+is written, also when one of its own source chunks is the destination, in place). Every chunk
+lives on one rank, which serialises all accesses to it in the same topological order, so all
+hazards are respected; sends never wait for the receiver (its reader drains them), so the
+minimal unfinished op always progresses: no deadlock. Connections are FIFO, so a put issued
+before a barrier message is applied before the peer sees the barrier.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from scaleup.collectives.schedule import Buffer, OpKind, Schedule
+from scaleup.collectives.semantics import apply_op
+from scaleup.collectives.spec import reduce_ufunc
 from scaleup.errors import RankFailed, RankTimeout
-from scaleup.runtime.execute import ufunc_for
 from scaleup.runtime.shm import ControlBlock, Segment, Waiter
 from scaleup.runtime.transports.base import BaseTransport, Binding
 
@@ -267,7 +270,7 @@ class PipeTransport(BaseTransport):
         actions = self._plans.get(key)
         if actions is None:
             actions = self._plans[key] = self._compile(schedule, bindings, dtype)
-        ufunc = ufunc_for(schedule.spec.redop)
+        ufunc = reduce_ufunc(schedule.spec.redop)
         for action in actions:
             what = action[0]
             if what == "send":
@@ -277,26 +280,13 @@ class PipeTransport(BaseTransport):
                     ("data", (epoch, *tag), src.nbytes),
                     src.view(np.uint8) if src.nbytes else None,
                 )
-            elif what == "local":
-                _, kind, src, dst = action
-                np.copyto(dst, src) if kind == OpKind.COPY else ufunc(dst, src, out=dst)
-            else:  # recv: one or more sources, reduced in order, into dst (and extra dsts)
+            else:  # recv: every source (own chunks are views: they may alias dsts), then the op
                 _, kind, sources, dsts = action
                 values = [
                     s if isinstance(s, np.ndarray) else self._take(s[0], (epoch, *s[1])).view(dtype)
                     for s in sources
                 ]
-                dst = dsts[0]
-                if kind == OpKind.COPY:
-                    np.copyto(dst, values[0])
-                elif kind == OpKind.REDUCE:
-                    ufunc(dst, values[0], out=dst)
-                else:
-                    np.copyto(dst, values[0])
-                    for v in values[1:]:
-                        ufunc(dst, v, out=dst)
-                for extra in dsts[1:]:
-                    np.copyto(extra, dst)
+                apply_op(kind, values, dsts, ufunc)
 
     def _compile(
         self, schedule: Schedule, bindings: Mapping[Buffer, Binding], dtype: np.dtype
@@ -319,7 +309,7 @@ class PipeTransport(BaseTransport):
             if op.kind != OpKind.SWITCH_REDUCE:
                 (rs, src), (rd, dst) = srcs[0], dsts[0]
                 if rs == me and rd == me:
-                    actions.append(("local", op.kind, src, dst))
+                    actions.append(("recv", op.kind, [src], [dst]))
                 elif rs == me:
                     actions.append(("send", rd, (op.id, 0), src))
                 elif rd == me:

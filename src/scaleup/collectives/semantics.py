@@ -1,0 +1,121 @@
+"""What an op does: the one definition the verifier and every runtime transport execute.
+
+An op of a :class:`~scaleup.collectives.schedule.Schedule` **reads all its operands, then writes
+its destinations**:
+
+=============== =================================================================================
+copy            ``dsts[0] := srcs[0]``
+reduce          ``dsts[0] := dsts[0] (redop) srcs[0]``
+switch_reduce   ``v := srcs[0] (redop) srcs[1] (redop) ...`` left to right (the order floats are
+                summed in); then every ``dsts[k] := v``
+=============== =================================================================================
+
+Operands may alias. When the runtime binds a rank's output to its input (in place, as
+``torch.distributed.all_reduce(x)``), an op's destination can be one of its own sources: ``nvls``
+reduce to root r reads ``r.input`` and writes ``r.output``, the same memory. The value written is
+still computed from the values *before* the op. The destinations of one op must not overlap each
+other (:func:`~scaleup.collectives.verify.verify` rejects that: which value would win?).
+
+Implementations:
+
+- :func:`apply_op` is the definition on numpy views. The verifier replays with it (also with
+  output aliased to input, ``verify(..., in_place=True)``, the runtime's in-place check); the
+  ``pipe`` and ``mpi`` transports execute with it.
+- :func:`combine` is the kernel under it: accumulate into one buffer, then copy into the other
+  destinations. The load/store plans of ``shm`` and ``local``
+  (:mod:`scaleup.runtime.execute`) call it directly with what they decided once at compile
+  time: a *stage* (a temporary accumulator) wherever :func:`needs_stage` says accumulating
+  straight into the destination would read an operand after overwriting it, and cache blocking
+  only where no operand overlaps the destination at all.
+
+Why this is enough: numpy makes a single ``copyto`` or ufunc call behave as if all its inputs were
+read before its output is written (it buffers overlapping operands), so only an operand read by a
+*later* call of the accumulation can see a value the op itself already stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from scaleup.collectives.schedule import OpKind
+
+__all__ = ["accumulate", "apply_op", "combine", "needs_stage", "overlaps"]
+
+
+def overlaps(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two views may share memory (exact for the contiguous 1-D chunks of schedules)."""
+    return bool(np.may_share_memory(a, b))
+
+
+def needs_stage(acc: np.ndarray, first: np.ndarray | None, rest: Sequence[np.ndarray]) -> bool:
+    """Whether ``accumulate(acc, first, rest)`` would read an operand after storing into ``acc``.
+
+    The first numpy call (``copyto(acc, first)``, or ``acc op= rest[0]`` when ``first`` is None)
+    reads its input before writing; every later call reads one of ``rest`` after ``acc`` changed.
+    """
+    later = rest if first is not None else rest[1:]
+    return any(overlaps(acc, s) for s in later)
+
+
+def accumulate(
+    acc: np.ndarray,
+    first: np.ndarray | None,
+    rest: Sequence[np.ndarray],
+    ufunc: np.ufunc,
+    block: int | None = None,
+) -> None:
+    """``acc := first (op) rest[0] (op) rest[1] ...``; ``first`` None: ``acc`` is the first operand.
+
+    ``block`` (elements) processes the buffers block by block so that the accumulator stays in
+    cache while every operand streams; callers pass it only when no operand overlaps ``acc``.
+    """
+    if block is None or len(acc) <= block or len(rest) + (first is not None) <= 1:
+        if first is not None:
+            np.copyto(acc, first)
+        for src in rest:
+            ufunc(acc, src, out=acc)
+        return
+    for lo in range(0, len(acc), block):
+        hi = lo + block
+        part = acc[lo:hi]
+        if first is not None:
+            np.copyto(part, first[lo:hi])
+        for src in rest:
+            ufunc(part, src[lo:hi], out=part)
+
+
+def combine(
+    dsts: Sequence[np.ndarray],
+    first: np.ndarray | None,
+    rest: Sequence[np.ndarray],
+    ufunc: np.ufunc,
+    *,
+    stage: np.ndarray | None = None,
+    block: int | None = None,
+) -> None:
+    """Every ``dsts[k] := first (op) rest...`` (``first`` None: ``dsts[0]`` is the first operand).
+
+    Accumulates in ``stage`` when given (then copies it into every destination), else in
+    ``dsts[0]``, which is only "read all, then write" when :func:`needs_stage` is False.
+    """
+    acc = dsts[0] if stage is None else stage
+    if stage is not None and first is None:
+        np.copyto(stage, dsts[0])
+    accumulate(acc, first, rest, ufunc, block)
+    for dst in dsts:
+        if dst is not acc:
+            np.copyto(dst, acc)
+
+
+def apply_op(
+    kind: OpKind | int, srcs: Sequence[np.ndarray], dsts: Sequence[np.ndarray], ufunc: np.ufunc
+) -> None:
+    """Execute one op on numpy views of its chunks, exactly as the module docstring defines it."""
+    if kind == OpKind.REDUCE:
+        first, rest = None, srcs[:1]
+    else:  # copy: one source; switch_reduce: the sources, left to right
+        first, rest = srcs[0], srcs[1:]
+    stage = np.empty_like(dsts[0]) if needs_stage(dsts[0], first, rest) else None
+    combine(dsts, first, rest, ufunc, stage=stage)

@@ -1,0 +1,64 @@
+"""The runtime correctness matrix: every algorithm x collective x root x transport x world size 2-5.
+
+Each (transport, world size) is one launch that runs every case inside the ranks
+(:mod:`matrix_workers`); integers must match the numpy reference bit for bit. The default run
+covers every registered algorithm; ``slow`` adds channels/chunks variants and a third count.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+
+import matrix_workers
+import pytest
+
+from scaleup.collectives.algorithms import ALGORITHMS
+from scaleup.runtime import launch
+
+WORLDS = [2, 3, 4, 5]
+
+
+def _run(transport: str, world: int, full: bool) -> None:
+    results = launch(matrix_workers.run_matrix, world, full, transport=transport, timeout_s=60)
+    failures = [f for per_rank in results for f in per_rank["failures"]]
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:15])
+    assert results[0]["algorithms"] == sorted(ALGORITHMS)  # no algorithm was filtered out
+
+
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("transport", ["shm", "pipe", "local"])
+def test_matrix(transport: str, world: int) -> None:
+    _run(transport, world, full=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("transport", ["shm", "pipe", "local"])
+def test_matrix_full(transport: str, world: int) -> None:
+    _run(transport, world, full=True)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("world", WORLDS)
+def test_matrix_mpi(run_mpi: Callable[..., subprocess.CompletedProcess[str]], world: int) -> None:
+    proc = run_mpi(world, "matrix_workers.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_every_runtime_collective_of_every_algorithm_is_a_case() -> None:
+    """The matrix is not silently smaller than the registry: each offered pair appears."""
+    offered = {
+        (name, c)
+        for name, a in ALGORITHMS.items()
+        for c in a.collectives
+        if c in matrix_workers.RUNTIME_COLLECTIVES
+    }
+    covered = {
+        (case.algo.partition(":")[0], case.collective)
+        for world in WORLDS
+        for case in matrix_workers.cases(world)
+    }
+    assert covered == offered
+    roots = {case.root for case in matrix_workers.cases(5) if case.collective == "reduce"}
+    assert roots == set(range(5))
