@@ -22,8 +22,10 @@ from scaleup.runtime.schedules import (
 @pytest.mark.parametrize("transport", ["shm", "local", "pipe"])
 def test_issue_10_nvls_in_place(transport: str) -> None:
     """reduce to root 1 (shm, local, pipe) and all_reduce on pipe returned wrong sums."""
-    reduced = launch(workers.issue_10_example, 3, "reduce", 1, transport=transport, timeout_s=20)
-    assert reduced == [[1] * 4, [111] * 4, [100] * 4]
+    reduced = launch(workers.issue_10_example, 2, "reduce", 1, transport=transport, timeout_s=20)
+    assert reduced == [[1] * 4, [11] * 4]  # was [2, 2, 2, 2] at rank 1
+    reduced = launch(workers.issue_10_example, 3, "reduce", 2, transport=transport, timeout_s=20)
+    assert reduced == [[1] * 4, [10] * 4, [111] * 4]
     summed = launch(workers.issue_10_example, 3, "all_reduce", 0, transport=transport, timeout_s=20)
     assert summed == [[111] * 4] * 3
 

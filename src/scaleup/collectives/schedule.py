@@ -18,7 +18,9 @@ by the runtime.
                      them and multicasts the result into every chunk of ``dsts`` (NVLS).
 
   Each op lists the ops it depends on (``deps``), and carries a ``channel`` and ``step`` tag for
-  pipelined algorithms (timelines, pretty-printing; not semantics).
+  pipelined algorithms (timelines, pretty-printing; not semantics). An op reads all its operands
+  before it writes, also where a destination aliases a source: :mod:`scaleup.collectives.semantics`
+  is the one executable definition.
 
 Storage is columnar (:class:`OpTable`, read-only numpy arrays with CSR lists for sources,
 destinations and dependencies) so that a 1024-rank ring of two million ops stays cheap to build,

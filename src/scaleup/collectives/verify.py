@@ -331,7 +331,7 @@ def verify(
     >>> from scaleup.collectives.algorithms import build_schedule
     >>> from scaleup.collectives.spec import CollectiveSpec
     >>> verify(build_schedule("ring", CollectiveSpec("all_reduce", 4, 10))).n_ops
-    30
+    36
     """
     spec = schedule.spec
     np_dtype = numpy_dtype(dtype)
