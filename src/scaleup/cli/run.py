@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     )
     def run(
         ctx: typer.Context,
-        script: str = typer.Argument(None, help="Python script every rank runs."),
+        script: str | None = typer.Argument(None, help="Python script every rank runs."),
         nproc: int = typer.Option(
             2, "-n", "--nproc", help="Number of ranks (worker processes), 1 to 1024."
         ),
@@ -43,8 +43,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run SCRIPT on N ranks; inside it, scaleup.runtime.init() gives rank and world size.
 
-        Exit code: 0 when every rank succeeded, 2 when one failed (the line names it), 128 + the
-        signal when SIGINT or SIGTERM stopped the run.
+        Exits 0 on success, 2 when a rank failed (named), 128 + signal when interrupted.
         """
         from scaleup.runtime.launch import run_script
         from scaleup.runtime.shm import reclaim_dead_runs
