@@ -25,7 +25,8 @@ Hierarchy::
      └── ExecutionError              the real runtime failed
           ├── TransportError         a transport could not be set up or used
           ├── RankFailed             a worker raised or died
-          └── RankTimeout            a worker waited past its timeout
+          ├── RankTimeout            a worker made no progress within the timeout
+          └── Interrupted            the launcher got SIGINT or SIGTERM; every rank was stopped
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "CycleError",
     "ExecutionError",
     "InputError",
+    "Interrupted",
     "NoRouteError",
     "PostconditionError",
     "RaceError",
@@ -170,4 +172,17 @@ class RankFailed(ExecutionError):
 
 
 class RankTimeout(ExecutionError):
-    """A worker waited for a peer past its timeout."""
+    """A worker made no progress within the timeout; ``rank`` is that (hung) worker."""
+
+
+class Interrupted(ExecutionError):
+    """The launcher was stopped by a signal (SIGINT, SIGTERM); no rank is to blame.
+
+    ``signum`` is the signal; ``exit_code`` is ``128 + signum``, as a shell reports a process
+    killed by it (130 for SIGINT, 143 for SIGTERM), so the CLI exits with it.
+    """
+
+    def __init__(self, message: str, *, signum: int, source: str | None = None) -> None:
+        super().__init__(message, source=source)
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -20,6 +20,7 @@ __all__ = [
     "TIB",
     "bytes_per_s_to_gb_per_s",
     "format_bytes",
+    "format_bytes_approx",
     "gb_per_s_to_bytes_per_s",
     "parse_size",
     "s_to_us",
@@ -68,6 +69,20 @@ def format_bytes(n_bytes: float) -> str:
         if n_bytes >= scale and n_bytes % scale == 0:
             return f"{int(n_bytes // scale)}{suffix}"
     return f"{int(n_bytes)}B"
+
+
+def format_bytes_approx(n_bytes: float) -> str:
+    """A byte count to three figures in the largest power-of-1024 unit, for messages.
+
+    >>> format_bytes_approx(4 * 10**12)
+    '3.64 TiB'
+    >>> format_bytes_approx(512)
+    '512 B'
+    """
+    for suffix, scale in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {suffix}"
+    return f"{int(n_bytes)} B"
 
 
 def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:

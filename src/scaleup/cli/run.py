@@ -1,4 +1,8 @@
-"""``scaleup run -n N script.py [args]``: start N ranks of a script, like torchrun."""
+"""``scaleup run -n N script.py [args]``: start N ranks of a script, like torchrun.
+
+``scaleup run --cleanup`` removes the shared-memory segments that killed launchers left behind
+(this user's, of runs none of whose processes is alive); every run also does that first.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ from scaleup.errors import UsageError
 
 __all__ = ["register"]
 
+#: The flag a library argument comes from, for one-line errors that name what the user typed.
+_FLAGS = {"world_size": "-n/--nproc", "transport": "--transport", "timeout_s": "--timeout"}
+
 
 def register(app: typer.Typer) -> None:
     """Add the ``run`` command to the app."""
@@ -20,16 +27,39 @@ def register(app: typer.Typer) -> None:
     )
     def run(
         ctx: typer.Context,
-        script: str = typer.Argument(..., help="Python script every rank runs."),
-        nproc: int = typer.Option(2, "-n", "--nproc", help="Number of ranks (worker processes)."),
+        script: str | None = typer.Argument(None, help="Python script every rank runs."),
+        nproc: int = typer.Option(
+            2, "-n", "--nproc", help="Number of ranks (worker processes), 1 to 1024."
+        ),
         transport: str = typer.Option(
             "shm", "--transport", "-t", help="shm (shared memory) or pipe."
         ),
-        timeout_s: float = typer.Option(30.0, "--timeout", help="Seconds a rank waits for a peer."),
+        timeout_s: float = typer.Option(
+            30.0, "--timeout", help="Seconds a rank may make no progress while a peer waits."
+        ),
+        cleanup: bool = typer.Option(
+            False, "--cleanup", help="Only remove segments left by killed launchers, then exit."
+        ),
     ) -> None:
-        """Run SCRIPT on N ranks; inside it, scaleup.runtime.init() gives rank and world size."""
-        from scaleup.runtime.launch import run_script
+        """Run SCRIPT on N ranks; inside it, scaleup.runtime.init() gives rank and world size.
 
+        Exits 0 on success, 2 when a rank failed (named), 128 + signal when interrupted.
+        """
+        from scaleup.runtime.launch import run_script
+        from scaleup.runtime.shm import reclaim_dead_runs
+
+        if cleanup:
+            if script is not None:
+                raise UsageError("--cleanup takes no script", source="--cleanup")
+            removed = reclaim_dead_runs()
+            typer.echo(f"removed {len(removed)} segment{'s' * (len(removed) != 1)} of dead runs")
+            return
+        if script is None:
+            raise UsageError("give the SCRIPT every rank runs (or --cleanup)", source="script")
         if not os.path.isfile(script):
             raise UsageError(f"no such script: {script}", source="script")
-        run_script(script, list(ctx.args), nproc, transport=transport, timeout_s=timeout_s)
+        try:
+            run_script(script, list(ctx.args), nproc, transport=transport, timeout_s=timeout_s)
+        except UsageError as error:
+            error.source = _FLAGS.get(error.source or "", error.source)
+            raise

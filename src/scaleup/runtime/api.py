@@ -26,6 +26,7 @@ import numpy as np
 
 from scaleup.errors import UsageError
 from scaleup.runtime.group import ProcessGroup, ReduceOp, Work
+from scaleup.runtime.lifecycle import die_with_parent
 
 __all__ = [
     "ReduceOp",
@@ -115,6 +116,8 @@ def init(transport: str | None = None, *, timeout_s: float | None = None) -> Pro
             "timeout_s": timeout,
             "launcher_pid": int(env["SCALEUP_LAUNCHER_PID"]),
         }
+        # dies with the launcher: set before exec on Linux, a watchdog thread elsewhere
+        die_with_parent(int(env["SCALEUP_LAUNCHER_PID"]))
         endpoints = Endpoints.from_env(env.get("SCALEUP_PIPE_FDS", ""))
         pg = _make_group(config, int(env["SCALEUP_RANK"]), endpoints)
     elif transport == "mpi" or (

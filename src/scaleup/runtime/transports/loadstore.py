@@ -18,8 +18,8 @@ import numpy as np
 
 from scaleup.collectives.schedule import Buffer, Schedule
 from scaleup.errors import TransportError
+from scaleup.runtime.control import ControlBlock, Waiter
 from scaleup.runtime.execute import LoadStorePlan, compile_plan
-from scaleup.runtime.shm import ControlBlock, Waiter
 from scaleup.runtime.transports.base import BaseTransport, Binding
 
 __all__ = ["LoadStoreTransport"]

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from scaleup.runtime.shm import ControlBlock, Waiter
+from scaleup.runtime.control import ControlBlock, Waiter
 from scaleup.runtime.transports.loadstore import LoadStoreTransport
 
 __all__ = ["LocalTransport", "LocalWorld"]

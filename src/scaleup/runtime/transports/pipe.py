@@ -32,8 +32,9 @@ import numpy as np
 from scaleup.collectives.schedule import Buffer, OpKind, Schedule
 from scaleup.collectives.semantics import apply_op
 from scaleup.collectives.spec import reduce_ufunc
-from scaleup.errors import RankFailed, RankTimeout
-from scaleup.runtime.shm import ControlBlock, Segment, Waiter
+from scaleup.errors import RankFailed
+from scaleup.runtime.control import Waiter
+from scaleup.runtime.shm import open_control
 from scaleup.runtime.transports.base import BaseTransport, Binding
 
 __all__ = ["Endpoints", "PipeTransport"]
@@ -94,12 +95,10 @@ class PipeTransport(BaseTransport):
         launcher_pid: int | None = None,
     ) -> None:
         super().__init__(rank, world_size, timeout_s)
+        self.prefix = prefix
         conns = {} if endpoints is None else {peer: c for (_r, peer), c in endpoints.conns.items()}
         self.conns: dict[int, Connection] = conns
-        self._control_segment = Segment(
-            prefix + "ctrl", ControlBlock.size_bytes(world_size), create=False
-        )
-        self.control = ControlBlock(self._control_segment.mm, world_size)
+        self._control_segment, self.control = open_control(prefix, world_size, create=False)
         self.waiter = Waiter(self.control, rank, timeout_s, launcher_pid=launcher_pid)
         self._memory: dict[int, np.ndarray] = {}
         self._next_id = 0
@@ -131,7 +130,7 @@ class PipeTransport(BaseTransport):
                 if payload is not None:
                     self.conns[peer].send_bytes(payload)
         except (OSError, ValueError) as error:
-            raise RankFailed(f"rank {peer} is unreachable ({error})", rank=peer) from error
+            raise self.waiter.peer_gone(peer) from error
 
     def _read(self, peer: int, conn: Connection) -> None:
         try:
@@ -181,19 +180,22 @@ class PipeTransport(BaseTransport):
             self._cond.notify_all()
 
     def _take(self, peer: int, tag: Any) -> Any:
+        """The message ``tag`` from ``peer``, waiting for it (published as a wait on ``peer``)."""
         deadline = time.monotonic() + self.timeout_s
         with self._cond:
-            while (peer, tag) not in self._mail:
-                if peer in self._dead:
-                    raise RankFailed(
-                        f"rank {peer} closed its connection; rank {self.rank} stops", rank=peer
-                    )
-                self.waiter.check(peer)
-                if time.monotonic() > deadline:
-                    raise RankTimeout(
-                        f"rank {self.rank} waited {self.timeout_s:g} s for rank {peer}", rank=peer
-                    )
-                self._cond.wait(0.05)
+            if (peer, tag) in self._mail:
+                return self._mail.pop((peer, tag))
+            self.waiter.begin(peer)
+            try:
+                while (peer, tag) not in self._mail:
+                    if peer in self._dead:
+                        raise self.waiter.peer_gone(peer)
+                    self.waiter.check(peer)
+                    if time.monotonic() > deadline:
+                        raise self.waiter.timed_out(peer)
+                    self._cond.wait(0.05)
+            finally:
+                self.waiter.end()
             return self._mail.pop((peer, tag))
 
     # ---- memory and one-sided ----------------------------------------------------------------

@@ -23,9 +23,11 @@ from contextlib import contextmanager
 import numpy as np
 
 from scaleup.errors import TransportError
+from scaleup.runtime.control import Waiter
 from scaleup.runtime.execute import needs_fences
-from scaleup.runtime.shm import ControlBlock, Segment, Waiter
+from scaleup.runtime.shm import Segment, check_free_space, open_control
 from scaleup.runtime.transports.loadstore import LoadStoreTransport
+from scaleup.units import format_bytes_approx
 
 __all__ = ["ShmTransport"]
 
@@ -50,10 +52,7 @@ class ShmTransport(LoadStoreTransport):
                 source="shm",
             )
         self.prefix = prefix
-        self._control_segment = Segment(
-            prefix + "ctrl", ControlBlock.size_bytes(world_size), create=False
-        )
-        control = ControlBlock(self._control_segment.mm, world_size)
+        self._control_segment, control = open_control(prefix, world_size, create=False)
         cores = (
             len(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
@@ -69,6 +68,8 @@ class ShmTransport(LoadStoreTransport):
         return f"{self.prefix}r{rank}-a{alloc_id}"
 
     def _create(self, alloc_id: int, nbytes: int) -> np.ndarray:
+        n = self.world_size
+        check_free_space(nbytes * n, f"alloc of {format_bytes_approx(nbytes)} on each of {n} ranks")
         segment = Segment(self._name(alloc_id, self.rank), nbytes, create=True)
         self._segments.setdefault(alloc_id, {})[self.rank] = segment
         return np.frombuffer(segment.mm, dtype=np.uint8)[:nbytes]
@@ -98,3 +99,5 @@ class ShmTransport(LoadStoreTransport):
         self._plans.clear()
         for alloc_id in list(self._segments):
             self._release(alloc_id)
+        self.control.release()
+        self._control_segment.close()

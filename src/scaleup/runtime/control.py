@@ -1,0 +1,209 @@
+"""The control block every rank of a launch shares, and bounded waits on its words.
+
+The control block is an array of int64 words, one 64-byte cache line per slot so ranks never
+share a line: the abort word, then per rank a progress counter, a barrier counter and a
+"waiting for" word (peer + 1 while the rank is blocked on that peer, else 0). The last is how a
+timeout names the rank that hung rather than the rank that waited: follow "waiting for" from the
+awaited peer until a rank that is not waiting. Flags are written with single aligned 8-byte
+stores (atomic on every 64-bit CPU) and read by spinning; see ``docs/runtime.md`` for the
+memory-ordering argument. For processes the block lives in a /dev/shm segment
+(:func:`scaleup.runtime.shm.create_control`); for threads in a bytearray.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import NamedTuple
+
+from scaleup.errors import Interrupted, RankFailed, RankTimeout, TransportError
+
+__all__ = [
+    "ABORT_DIED",
+    "ABORT_INTERRUPTED",
+    "ABORT_RAISED",
+    "ABORT_TIMEOUT",
+    "AbortState",
+    "ControlBlock",
+    "Waiter",
+]
+
+#: int64 words per cache line: every flag lives alone on its line.
+LINE_WORDS = 8
+#: abort kinds stored in the abort word.
+ABORT_RAISED, ABORT_DIED, ABORT_TIMEOUT, ABORT_INTERRUPTED = 1, 2, 3, 4
+
+
+class AbortState(NamedTuple):
+    """Why the run stops: ``kind`` (``ABORT_*``), the rank to blame, who noticed, the signal."""
+
+    kind: int
+    rank: int | None
+    reporter: int | None
+    signum: int
+
+
+class ControlBlock:
+    """The shared int64 words: abort word; per rank progress, barrier and waiting-for words.
+
+    The abort word packs :class:`AbortState` into one 8-byte store (kind | (rank + 1) << 8 |
+    (reporter + 1) << 24 | signum << 40), so readers never see half of it.
+    """
+
+    def __init__(self, buffer: object, world_size: int) -> None:
+        self.world_size = world_size
+        self._base = memoryview(buffer)  # type: ignore[arg-type]
+        self.words = self._base.cast("q")
+        if len(self.words) < self.size_bytes(world_size) // 8:
+            raise TransportError("control block too small for the world size")
+
+    @staticmethod
+    def size_bytes(world_size: int) -> int:
+        return 8 * LINE_WORDS * (1 + 3 * world_size)
+
+    @staticmethod
+    def progress_index(rank: int) -> int:
+        return LINE_WORDS * (1 + rank)
+
+    def barrier_index(self, rank: int) -> int:
+        return LINE_WORDS * (1 + self.world_size + rank)
+
+    def waiting_index(self, rank: int) -> int:
+        return LINE_WORDS * (1 + 2 * self.world_size + rank)
+
+    def set_abort(
+        self, rank: int | None, kind: int, *, reporter: int | None = None, signum: int = 0
+    ) -> None:
+        """Tell every rank to stop because of ``rank`` (None: nobody's fault); first wins."""
+        if self.words[0] == 0:
+            culprit = 0 if rank is None else rank + 1
+            by = 0 if reporter is None else reporter + 1
+            self.words[0] = kind | culprit << 8 | by << 24 | signum << 40
+
+    def abort_state(self) -> AbortState | None:
+        """Why the run stops, or ``None`` while nothing failed."""
+        value = self.words[0]
+        if value == 0:
+            return None
+        culprit, by = (value >> 8) & 0xFFFF, (value >> 24) & 0xFFFF
+        return AbortState(
+            value & 0xFF, culprit - 1 if culprit else None, by - 1 if by else None, value >> 40
+        )
+
+    def hung_rank(self, peer: int) -> tuple[int, list[int], bool]:
+        """Follow "waiting for" from ``peer`` to a rank that is not waiting.
+
+        Returns that rank, the chain of ranks from ``peer`` to it, and whether the chain closed
+        into a cycle instead (ranks waiting for each other: then the rank is ``peer`` and the
+        chain ends with the rank it closes on).
+        """
+        chain = [peer]
+        while (nxt := self.words[self.waiting_index(chain[-1])] - 1) >= 0:
+            chain.append(nxt)
+            if nxt in chain[:-1]:
+                return peer, chain, True
+        return chain[-1], chain, False
+
+    def release(self) -> None:
+        self.words.release()
+        self._base.release()
+
+
+_WHAT = {ABORT_DIED: "died", ABORT_TIMEOUT: "made no progress", ABORT_RAISED: "raised"}
+
+
+class Waiter:
+    """Bounded spin-waits on control-block words: never a hang.
+
+    Spins on one word; after ``spin_limit`` polls it yields the CPU on every poll
+    (``sched_yield`` for processes, ``time.sleep(0)`` for threads, which drops the GIL). Every
+    256 polls it checks the abort word, the deadline and (for processes) whether the launcher is
+    still alive. While blocked it publishes whom it waits for; on a timeout it blames the rank at
+    the end of that chain (the one not waiting), sets the abort word and raises
+    :class:`RankTimeout` naming it.
+    """
+
+    def __init__(
+        self,
+        control: ControlBlock,
+        rank: int,
+        timeout_s: float,
+        *,
+        threads: bool = False,
+        oversubscribed: bool = False,
+        launcher_pid: int | None = None,
+    ) -> None:
+        self.control = control
+        self.words = control.words
+        self.rank = rank
+        self.timeout_s = timeout_s
+        self.spin_limit = 0 if (threads or oversubscribed) else 2000
+        self._yield = (lambda: time.sleep(0)) if threads else os.sched_yield
+        self.launcher_pid = launcher_pid
+        self._waiting = control.waiting_index(rank)
+
+    def check(self, peer: int | None = None) -> None:
+        """Raise if some rank failed, the run was interrupted or the launcher is gone."""
+        state = self.control.abort_state()
+        if state is not None:
+            if state.kind == ABORT_INTERRUPTED:
+                raise Interrupted(
+                    f"the launcher was interrupted; rank {self.rank} stops", signum=state.signum
+                )
+            raise RankFailed(
+                f"rank {state.rank} {_WHAT.get(state.kind, 'failed')}; rank {self.rank} stops",
+                rank=state.rank,
+            )
+        if self.launcher_pid is not None and os.getppid() != self.launcher_pid:
+            raise RankFailed(
+                f"launcher {self.launcher_pid} is gone; rank {self.rank} stops", rank=peer
+            )
+
+    def begin(self, peer: int) -> None:
+        """Publish that this rank is now blocked on ``peer``."""
+        self.words[self._waiting] = peer + 1
+
+    def end(self) -> None:
+        self.words[self._waiting] = 0
+
+    def timed_out(self, peer: int) -> RankTimeout:
+        """The error for a wait on ``peer`` past the timeout, blaming the hung rank (abort set)."""
+        hung, chain, cycle = self.control.hung_rank(peer)
+        self.control.set_abort(hung, ABORT_TIMEOUT, reporter=self.rank)
+        if cycle:
+            ranks = " -> ".join(map(str, chain))
+            message = f"ranks wait for each other in a cycle ({ranks}) for {self.timeout_s:g} s"
+        else:
+            via = ", ".join(map(str, chain[:-1]))
+            through = f" through rank{'s' * (len(chain) > 2)} {via}" if via else ""
+            message = (
+                f"rank {hung} made no progress for {self.timeout_s:g} s; "
+                f"rank {self.rank} waited for it{through}"
+            )
+        return RankTimeout(message, rank=hung)
+
+    def peer_gone(self, peer: int) -> RankFailed:
+        """The error for a peer whose connection closed (abort set: it died)."""
+        self.control.set_abort(peer, ABORT_DIED, reporter=self.rank)
+        return RankFailed(f"rank {peer} closed its connection; rank {self.rank} stops", rank=peer)
+
+    def wait_ge(self, index: int, value: int, peer: int) -> None:
+        """Wait until ``words[index] >= value`` (``peer`` owns the word)."""
+        words = self.words
+        polls = 0
+        deadline = 0.0
+        self.begin(peer)
+        try:
+            while words[index] < value:
+                polls += 1
+                if polls > self.spin_limit:
+                    self._yield()
+                if polls & 255 == 0:
+                    self.check(peer)
+                    now = time.monotonic()
+                    if deadline == 0.0:
+                        deadline = now + self.timeout_s
+                    elif now > deadline:
+                        raise self.timed_out(peer)
+        finally:
+            self.end()
