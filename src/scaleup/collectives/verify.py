@@ -56,7 +56,9 @@ from scaleup.errors import (
     PostconditionError,
     RaceError,
     UnwrittenReadError,
+    UsageError,
 )  # fmt: skip
+from scaleup.limits import BYTES_PER_OP, check_memory
 
 __all__ = ["VerifyReport", "float_tolerance", "topological_order", "verify"]
 
@@ -292,6 +294,8 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
     ------
     BoundsError, CycleError, UnwrittenReadError, RaceError, PostconditionError
         The first problem found, naming the op (and rank, chunk, index).
+    UsageError, LimitError
+        A negative seed; buffers larger than this machine's free memory.
 
     Examples
     --------
@@ -302,6 +306,9 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
     """
     spec = schedule.spec
     np_dtype = numpy_dtype(dtype)
+    if seed < 0:
+        raise UsageError(f"the seed must be >= 0, got {seed}", source="seed")
+    check_memory(_replay_bytes(schedule, np_dtype.itemsize), what="the replay", source="count")
     _check_bounds(schedule)
     order = topological_order(schedule)
     inputs = spec.make_inputs(np_dtype, seed=seed)
@@ -362,6 +369,15 @@ def verify(schedule: Schedule, dtype: str = "float32", *, seed: int = 0) -> Veri
         n_steps=schedule.n_steps, ranks_checked=checked, max_abs_error=max_error,
         tolerance=float_tolerance(spec.nranks, np_dtype) if tolerant else "exact",
     )  # fmt: skip
+
+
+def _replay_bytes(schedule: Schedule, itemsize: int) -> int:
+    """What :func:`verify` allocates, about: per rank its input, output, scratch and expected
+    output (plus the int8 draw of the input), and per op its share of the replay's state."""
+    spec = schedule.spec
+    per_rank = spec.input_count * (itemsize + 1) + 2 * spec.output_count * itemsize
+    per_rank += schedule.scratch_count * itemsize
+    return spec.nranks * per_rank + schedule.n_ops * BYTES_PER_OP
 
 
 def _check_postcondition(
