@@ -53,7 +53,7 @@ def sizes(min_bytes: int, max_bytes: int, factor: float = 2) -> list[int]:
     size = float(min_bytes)
     while True:
         size = size * factor if size > 0 else 1.0
-        if size > max_bytes:  # before int(): size may have overflowed to inf
+        if size >= max_bytes + 1:  # int(size) > max_bytes, before int(): size may be inf
             break
         nxt = int(size)
         if nxt != out[-1]:

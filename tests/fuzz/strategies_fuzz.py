@@ -190,7 +190,8 @@ def toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{toml_value(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+        items = (f"{toml_value(str(k))} = {toml_value(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     return "{}"
 
 
@@ -208,5 +209,6 @@ def json_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(json_text(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: {json_text(v)}" for k, v in value.items()) + "}"
+        items = (f"{json.dumps(str(k))}: {json_text(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     return json.dumps(value)

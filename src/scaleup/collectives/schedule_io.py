@@ -86,8 +86,9 @@ def _spec(model: _SpecModel) -> CollectiveSpec:
     try:
         return CollectiveSpec(**model.model_dump())
     except ScaleupError as error:
-        if error.source in _SPEC_KEYS:
-            error.source, error.entry = None, f"spec.{_SPEC_KEYS[error.source]}"
+        key = _SPEC_KEYS.get(error.source or "")
+        if key is not None:
+            error.source, error.entry = None, f"spec.{key}"
         raise
 
 

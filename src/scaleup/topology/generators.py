@@ -223,7 +223,7 @@ def multi_node(
         switch = "eth-switch" if family == "ethernet" else "ib-switch"
     nic_kind = NodeKind(hardware.device_kind(nic))
     if not rail_optimized and n * rpn > _two_tier_capacity(switch):
-        raise _two_tier_error(n * rpn, switch)  # before building n copies of the server
+        raise _two_tier_error(n * rpn, switch, source="n")  # before building n servers
     devices: list[Device] = []
     links: list[Link] = []
     nic_ids: list[list[str]] = []
@@ -289,11 +289,12 @@ def _two_tier_capacity(switch: str) -> int:
     return radix * (radix // 2)
 
 
-def _two_tier_error(total: int, switch: str) -> UsageError:
+def _two_tier_error(total: int, switch: str, source: str | None = None) -> UsageError:
     radix = int(hardware.switch_chip(switch).port_count)
     return UsageError(
         f"{total} links need more than two tiers of {switch} (radix {radix}); "
-        f"two tiers hold at most {_two_tier_capacity(switch)}"
+        f"two tiers hold at most {_two_tier_capacity(switch)}",
+        source=source,
     )
 
 

@@ -16,9 +16,10 @@ the simulator and the analysis need:
 Rules checked on construction (each raises :class:`~scaleup.errors.TopologyFileError` naming the
 entry): unique ids; a link joins two defined, distinct devices; ``count`` > 0; a bandwidth override
 > 0; sizes within :mod:`scaleup.limits` (devices, accelerators, links, ``count``, bandwidth, node
-index; a :class:`~scaleup.errors.LimitError`); device types and link technologies exist in the catalog; an accelerator uses at most its
-catalog ``link_count`` scale-up links and a switch at most its ``port_count`` ports; a switch's
-links use its own link family; every accelerator is connected to the others.
+index; a :class:`~scaleup.errors.LimitError`); device types and link technologies exist in the
+catalog; an accelerator uses at most its catalog ``link_count`` scale-up links and a switch at
+most its ``port_count`` ports; a switch's links use its own link family; every accelerator is
+connected to the others.
 """
 
 from __future__ import annotations
