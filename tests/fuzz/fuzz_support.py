@@ -5,6 +5,7 @@ schedule JSON, model TOML) and hands them to :func:`run_cli`, which runs the com
 (typer's CliRunner) under a time and a memory bound and asserts the contract of issue 10:
 
 - no traceback: the command ends by ``SystemExit`` (typer's exit), never by another exception;
+- a refused input is one line (``error: ...``);
 - exit code 0, 1 (a schedule that fails verification) or 2 (bad input);
 - at most :data:`TIME_LIMIT_S` seconds (``SIGALRM`` raises inside the command) and at most
   :data:`MEMORY_LIMIT_BYTES` of new address space (``RLIMIT_AS`` lowered to what the process
@@ -102,6 +103,8 @@ def run_cli(args: Sequence[str]) -> Result:
     assert crash is None, f"scaleup {shown} raised {crash!r}\n{result.output[-2000:]}"
     assert "Traceback" not in result.output, f"scaleup {shown} printed a traceback"
     assert result.exit_code in (0, 1, 2), f"scaleup {shown} exited {result.exit_code}"
+    if result.exit_code == 2 and result.output.startswith("error: "):
+        assert result.output.count("\n") == 1, f"scaleup {shown}: more than one line"
     return result
 
 

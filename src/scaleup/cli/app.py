@@ -47,7 +47,8 @@ class ScaleupGroup(TyperGroup):
             exit_code = getattr(error, "exit_code", 2)
             if error.source is not None:
                 error.source = _flag_for(self, ctx, error.source)
-            click.echo(f"error: {error.one_line()}", err=True)
+            line = error.one_line().replace("\r", "\\r").replace("\n", "\\n")  # echoed input
+            click.echo(f"error: {line}", err=True)
             raise typer.Exit(exit_code) from None
 
 
