@@ -15,10 +15,12 @@ topology describes, one :class:`~scaleup.report.BenchRow` per size:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from scaleup.collectives.spec import BLOCKED_COLLECTIVES, COLLECTIVES, busbw_factor, numpy_dtype
 from scaleup.errors import UsageError
+from scaleup.limits import MAX_CHANNELS, check_at_most
 from scaleup.report import BenchRow
 from scaleup.topology.model import Topology
 from scaleup.units import GB, GIB
@@ -45,15 +47,15 @@ def sizes(min_bytes: int, max_bytes: int, factor: float = 2) -> list[int]:
         raise UsageError("sizes must be >= 0", source="-b/-e")
     if min_bytes > max_bytes:
         raise UsageError(f"-b ({min_bytes}) must not exceed -e ({max_bytes})", source="-b/-e")
-    if not factor > 1:
-        raise UsageError(f"-f must be > 1, got {factor}", source="-f")
+    if not 1 < factor < math.inf:
+        raise UsageError(f"-f must be a finite number > 1, got {factor}", source="-f")
     out = [int(min_bytes)]
     size = float(min_bytes)
     while True:
         size = size * factor if size > 0 else 1.0
-        nxt = int(size)
-        if nxt > max_bytes:
+        if size >= max_bytes + 1:  # int(size) > max_bytes, before int(): size may be inf
             break
+        nxt = int(size)
         if nxt != out[-1]:
             out.append(nxt)
         if len(out) > MAX_SIZES:
@@ -151,6 +153,8 @@ def bench_rows(
         raise UsageError(
             f"unknown op {collective!r}; known: {', '.join(COLLECTIVES)}", source="--op"
         )
+    if channels is not None:
+        check_at_most(channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
     topo = _resolve(topology)
     itemsize = numpy_dtype(dtype).itemsize
     n = len(topo.accelerators) if nranks is None else int(nranks)

@@ -12,7 +12,8 @@ Hierarchy::
      │    ├── UnknownPreset          no preset of that name
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
-     │    └── UsageError             a flag or argument combination that cannot work
+     │    ├── UsageError             a flag or argument combination that cannot work
+     │    └── LimitError             a size beyond a documented limit or this machine's memory
      ├── ScheduleError               a schedule is malformed or incorrect
      │    ├── UnsupportedCollective  an algorithm cannot express that collective
      │    ├── CycleError             the dependency graph has a cycle
@@ -37,6 +38,7 @@ __all__ = [
     "ExecutionError",
     "InputError",
     "Interrupted",
+    "LimitError",
     "NoRouteError",
     "PostconditionError",
     "RaceError",
@@ -121,6 +123,10 @@ class SpecFileError(InputError):
 
 class UsageError(InputError):
     """A flag or combination of arguments that cannot work."""
+
+
+class LimitError(InputError):
+    """A size beyond a documented limit (:mod:`scaleup.limits`) or this machine's free memory."""
 
 
 class ScheduleError(ScaleupError):

@@ -9,8 +9,10 @@ direction, as nccl-tests prints them.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-from scaleup.errors import UsageError
+from scaleup.errors import LimitError, UsageError
+from scaleup.limits import MAX_SIZE_BYTES, check_at_most
 
 __all__ = [
     "GB",
@@ -34,10 +36,16 @@ GB = 1e9  #: one GB/s is 1e9 bytes per second, as nccl-tests prints bandwidth.
 
 _SIZE_SUFFIX = {"": 1, "B": 1, "K": KIB, "M": MIB, "G": GIB, "T": TIB}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+#: Most digits a size may be written with: 1 PiB (:data:`~scaleup.limits.MAX_SIZE_BYTES`) has 16,
+#: and Python refuses to parse integers of more than 4,300.
+_MAX_SIZE_DIGITS = 40
 
 
 def parse_size(text: str | int, *, source: str = "size") -> int:
     """Parse a size such as ``8``, ``64K``, ``1M``, ``8G`` (powers of 1024) into bytes.
+
+    Sizes above :data:`~scaleup.limits.MAX_SIZE_BYTES` (1 PiB) raise
+    :class:`~scaleup.errors.LimitError`.
 
     >>> parse_size("64M")
     67108864
@@ -47,13 +55,23 @@ def parse_size(text: str | int, *, source: str = "size") -> int:
     if isinstance(text, int):
         if text < 0:
             raise UsageError(f"size must be >= 0, got {text}", source=source)
+        check_at_most(text, MAX_SIZE_BYTES, source=source, name="MAX_SIZE_BYTES")
         return text
-    match = _SIZE_RE.match(str(text))
+    text = str(text)
+    match = _SIZE_RE.match(text)
     if not match:
-        raise UsageError(f"not a size: {text!r} (use e.g. 8, 64K, 1M, 8G)", source=source)
-    value = float(match.group(1)) * _SIZE_SUFFIX[match.group(2).upper()]
-    if value != int(value):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise UsageError(f"not a size: {shown!r} (use e.g. 8, 64K, 1M, 8G)", source=source)
+    if len(match.group(1)) > _MAX_SIZE_DIGITS:
+        raise LimitError(
+            f"a size of {len(match.group(1))} digits is more than the limit of {MAX_SIZE_BYTES} "
+            "(scaleup.limits.MAX_SIZE_BYTES)",
+            source=source,
+        )
+    value = Fraction(match.group(1)) * _SIZE_SUFFIX[match.group(2).upper()]  # exact, no float
+    if value.denominator != 1:
         raise UsageError(f"size {text!r} is not a whole number of bytes", source=source)
+    check_at_most(int(value), MAX_SIZE_BYTES, source=source, name="MAX_SIZE_BYTES")
     return int(value)
 
 

@@ -2,7 +2,9 @@
 
 Every :class:`~scaleup.errors.ScaleupError` that reaches the top is printed as one line on stderr
 and the process exits with code 2 (a command may choose 1, e.g. a schedule that fails
-verification). ``--debug`` shows the traceback instead.
+verification). ``--debug`` shows the traceback instead. A library error names the field it is
+about (``source="channels"``); when that is a parameter of the command that ran, the line names
+its flag instead (``--channels``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ COMMAND_MODULES = (
 class ScaleupGroup(TyperGroup):
     """A click group that turns library errors into one line and an exit code."""
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        ctx.meta["scaleup.args"] = list(args)  # the command line below the root, for _flag_for
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -39,8 +45,30 @@ class ScaleupGroup(TyperGroup):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             exit_code = getattr(error, "exit_code", 2)
-            click.echo(f"error: {error.one_line()}", err=True)
+            if error.source is not None:
+                error.source = _flag_for(self, ctx, error.source)
+            line = error.one_line().replace("\r", "\\r").replace("\n", "\\n")  # echoed input
+            click.echo(f"error: {line}", err=True)
             raise typer.Exit(exit_code) from None
+
+
+def _flag_for(group: Any, ctx: Any, field: str) -> str:
+    """The flag (``--channels``) or argument (``NAME|FILE``) of the command that ran whose
+    parameter is named ``field``; ``field`` itself when there is none. (Duck-typed: typer's
+    commands are not click's classes.)"""
+    command = group
+    for word in ctx.meta.get("scaleup.args", []):
+        if not hasattr(command, "get_command"):
+            break
+        command = command.get_command(ctx, word)
+    if command is None or hasattr(command, "get_command"):
+        return field
+    for param in command.params:
+        if param.name == field:
+            if param.param_type_name == "option":
+                return str(max(param.opts, key=len))
+            return str(param.metavar or field.upper())
+    return field
 
 
 app = typer.Typer(

@@ -224,7 +224,8 @@ def plan_cmd(
     results: dict[str, Any] = {}
     for name in names:
         topo = resolve_topology(name)
-        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // (tp * pp))
+        # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
+        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // max(1, tp * pp))
         cfg = ParallelConfig(
             tp=tp,
             pp=pp,

@@ -16,7 +16,13 @@ from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec, numpy_dtype
 from scaleup.collectives.verify import verify
-from scaleup.errors import InputError, ScheduleError, UnsupportedCollective, UsageError
+from scaleup.errors import (
+    InputError,
+    LimitError,
+    ScheduleError,
+    UnsupportedCollective,
+    UsageError,
+)
 from scaleup.units import format_bytes, parse_size
 
 __all__ = ["register", "schedule_app"]
@@ -175,6 +181,10 @@ def verify_cmd(
     try:
         report = verify(schedule, dtype, seed=seed, in_place=in_place)
     except UnsupportedCollective:
+        raise
+    except LimitError as error:
+        if file is not None and error.source == "count":  # sized by the file, not by --count
+            error.source, error.entry = str(file), "spec"
         raise
     except ScheduleError as error:
         render.err_console.print(

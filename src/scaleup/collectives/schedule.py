@@ -491,6 +491,8 @@ class Schedule:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise InputError(f"not JSON: {error.msg} at line {error.lineno}", source=source) from error
+        except RecursionError:
+            raise InputError("JSON nested too deeply", source=source) from None
         return cls.from_dict(data, source=source)
 
 

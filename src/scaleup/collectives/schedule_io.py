@@ -1,15 +1,21 @@
-"""Loading schedules from JSON: the schema, validated with pydantic, errors naming the op."""
+"""Loading schedules from JSON: the schema, validated with pydantic, errors naming the op.
+
+Every number is bounded by :mod:`scaleup.limits` (ranks, element counts and offsets, op ids,
+channel and step tags), so a short file cannot ask for more than the op table can hold or the
+machine can replay.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scaleup.collectives.schedule import Buffer, Chunk, Op, OpKind, OpTable, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import InputError, ScaleupError
+from scaleup.limits import MAX_ELEMENTS, MAX_RANKS, MAX_SCHEDULE_OPS, MAX_TAG
 
 __all__ = ["schedule_from_dict"]
 
@@ -17,26 +23,36 @@ _BUFFERS = {b.label: b for b in Buffer}
 _KINDS = {k.label: k for k in OpKind}
 
 
+_Rank = Annotated[int, Field(ge=0, lt=MAX_RANKS)]
+_Elements = Annotated[int, Field(ge=0, le=MAX_ELEMENTS)]
+_OpId = Annotated[int, Field(ge=0, lt=MAX_SCHEDULE_OPS)]
+_Tag = Annotated[int, Field(ge=0, le=MAX_TAG)]
+_Chunks = Annotated[
+    list[tuple[_Rank, Literal["input", "output", "scratch"], _Elements]],
+    Field(max_length=MAX_RANKS),
+]
+
+
 class _SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     collective: str
-    nranks: int = Field(ge=1)
-    count: int = Field(ge=0)
+    nranks: int = Field(ge=1, le=MAX_RANKS)
+    count: _Elements
     root: int = 0
     redop: str = "sum"
 
 
 class _OpModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: int = Field(ge=0)
+    id: _OpId
     kind: Literal["copy", "reduce", "switch_reduce"]
-    rank: int = Field(ge=0)
-    count: int = Field(ge=0)
-    srcs: list[tuple[int, Literal["input", "output", "scratch"], int]]
-    dsts: list[tuple[int, Literal["input", "output", "scratch"], int]]
-    deps: list[int] = []
-    channel: int = 0
-    step: int = 0
+    rank: _Rank
+    count: _Elements
+    srcs: _Chunks
+    dsts: _Chunks
+    deps: list[_OpId] = []
+    channel: _Tag = 0
+    step: _Tag = 0
 
 
 class _ScheduleModel(BaseModel):
@@ -45,8 +61,8 @@ class _ScheduleModel(BaseModel):
     algorithm: str = "custom"
     params: dict[str, Any] = {}
     spec: _SpecModel
-    scratch_count: int = Field(default=0, ge=0)
-    ops: list[_OpModel]
+    scratch_count: _Elements = 0
+    ops: list[_OpModel] = Field(max_length=MAX_SCHEDULE_OPS)
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -59,6 +75,23 @@ def _where(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
+#: CollectiveSpec's error sources -> the keys of the file's ``spec`` table.
+_SPEC_KEYS = {
+    "op": "collective", "ranks": "nranks", "count": "count", "root": "root", "redop": "redop",
+}  # fmt: skip
+
+
+def _spec(model: _SpecModel) -> CollectiveSpec:
+    """The CollectiveSpec of the file; its errors name the ``spec`` key, not a flag."""
+    try:
+        return CollectiveSpec(**model.model_dump())
+    except ScaleupError as error:
+        key = _SPEC_KEYS.get(error.source or "")
+        if key is not None:
+            error.source, error.entry = None, f"spec.{key}"
+        raise
+
+
 def schedule_from_dict(data: Mapping[str, Any], *, source: str = "schedule") -> Schedule:
     """Validate ``data`` (the form :meth:`Schedule.to_dict` writes) and build the Schedule."""
     if not isinstance(data, Mapping):
@@ -69,7 +102,7 @@ def schedule_from_dict(data: Mapping[str, Any], *, source: str = "schedule") -> 
         first = error.errors()[0]
         raise InputError(first["msg"], source=source, entry=_where(tuple(first["loc"]))) from error
     try:
-        spec = CollectiveSpec(**model.spec.model_dump())
+        spec = _spec(model.spec)
         ops = []
         for position, raw in enumerate(model.ops):
             if raw.id != position:

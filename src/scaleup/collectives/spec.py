@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaleup.errors import UsageError
+from scaleup.limits import MAX_ELEMENTS, MAX_RANKS, check_at_most
 
 __all__ = [
     "BLOCKED_COLLECTIVES",
@@ -131,9 +132,10 @@ class CollectiveSpec:
     collective
         One of :data:`COLLECTIVES`.
     nranks
-        World size, >= 1.
+        World size, 1 .. :data:`~scaleup.limits.MAX_RANKS`.
     count
-        Elements, as nccl-tests counts them (see the module table), >= 0.
+        Elements, as nccl-tests counts them (see the module table), 0 ..
+        :data:`~scaleup.limits.MAX_ELEMENTS`.
     root
         Root rank of broadcast and reduce.
     redop
@@ -162,6 +164,10 @@ class CollectiveSpec:
             raise UsageError(f"nranks must be an integer >= 1, got {self.nranks!r}", source="ranks")
         if not isinstance(self.count, (int, np.integer)) or self.count < 0:
             raise UsageError(f"count must be an integer >= 0, got {self.count!r}", source="count")
+        check_at_most(self.nranks, MAX_RANKS, source="ranks", name="MAX_RANKS", what="ranks")
+        check_at_most(
+            self.count, MAX_ELEMENTS, source="count", name="MAX_ELEMENTS", what="elements"
+        )
         if not 0 <= self.root < self.nranks:
             raise UsageError(f"root must be in 0..{self.nranks - 1}, got {self.root}", source="root")
         if self.redop not in REDOPS:

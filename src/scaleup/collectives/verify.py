@@ -72,6 +72,7 @@ from scaleup.errors import (
     UnwrittenReadError,
     UsageError,
 )  # fmt: skip
+from scaleup.limits import BYTES_PER_OP, check_memory
 
 __all__ = ["VerifyReport", "float_tolerance", "topological_order", "verify"]
 
@@ -324,7 +325,9 @@ def verify(
     BoundsError, CycleError, UnwrittenReadError, RaceError, PostconditionError
         The first problem found, naming the op (and rank, chunk, index).
     UsageError
-        ``in_place`` for a collective whose input and output differ in size.
+        ``in_place`` for a collective whose input and output differ in size; a negative seed.
+    LimitError
+        Buffers larger than this machine's free memory.
 
     Examples
     --------
@@ -341,6 +344,9 @@ def verify(
             f"{spec.input_count} and {spec.output_count} elements",
             source="in_place",
         )
+    if seed < 0:
+        raise UsageError(f"the seed must be >= 0, got {seed}", source="seed")
+    check_memory(_replay_bytes(schedule, np_dtype.itemsize), what="the replay", source="count")
     _check_bounds(schedule)
     order = topological_order(schedule)
     inputs = spec.make_inputs(np_dtype, seed=seed)
@@ -404,6 +410,15 @@ def verify(
         tolerance=float_tolerance(spec.nranks, np_dtype) if tolerant else "exact",
         in_place=in_place,
     )  # fmt: skip
+
+
+def _replay_bytes(schedule: Schedule, itemsize: int) -> int:
+    """What :func:`verify` allocates, about: per rank its input, output, scratch and expected
+    output (plus the int8 draw of the input), and per op its share of the replay's state."""
+    spec = schedule.spec
+    per_rank = spec.input_count * (itemsize + 1) + 2 * spec.output_count * itemsize
+    per_rank += schedule.scratch_count * itemsize
+    return spec.nranks * per_rank + schedule.n_ops * BYTES_PER_OP
 
 
 def _check_postcondition(

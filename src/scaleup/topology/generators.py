@@ -11,6 +11,10 @@ of one plane exceed one switch chip's ``port_count`` R, the plane becomes a non-
 Clos: leaves with at most R/2 ports down and as many up, every leaf wired to every spine with an
 equal number of links. Two tiers hold up to R*R/2 endpoint links per plane; beyond that the
 builder raises :class:`~scaleup.errors.UsageError`.
+
+Sizes are checked before anything is built: a shape with more accelerators, devices or links
+than :mod:`scaleup.limits` allows raises :class:`~scaleup.errors.LimitError` naming the
+parameter that grew it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from scaleup import hardware
+from scaleup import hardware, limits
 from scaleup.errors import UsageError
 from scaleup.topology.model import Device, Link, NodeKind, Topology
 
@@ -55,6 +59,7 @@ def full_mesh(
     'g3'
     """
     _positive(n=n, links_per_pair=links_per_pair)
+    _check_size("n", accelerators=n, links=n * (n - 1) // 2)
     tech = _scaleup_tech(accelerator, tech)
     devices = _devices("g", accelerator, n)
     links = [
@@ -93,10 +98,7 @@ def clos(
         (s for s in range(1, up + 1) if up % s == 0 and n_leaves * (up // s) <= radix), None
     )
     if n_spines is None:
-        raise UsageError(
-            f"{total} links need more than two tiers of {switch} (radix {radix}); "
-            f"two tiers hold at most {radix * down}"
-        )
+        raise _two_tier_error(total, switch)
     leaves = _devices(f"{prefix}leaf", switch, n_leaves)
     spines = _devices(f"{prefix}spine", switch, n_spines)
     links = [Link(e, leaves[i].id, tech, c) for i, g in enumerate(groups) for e, c in g]
@@ -121,12 +123,14 @@ def switched(
     Clos (``p{p}.leaf*``, ``p{p}.spine*``). ``links_per_plane`` may differ per plane (DGX H100
     spreads 18 links as 5/4/4/5 over its four NVSwitch chips).
     """
+    _positive(n=n, planes=planes)
+    _check_size("planes", accelerators=n, devices=n + planes, links=n * planes)
     per_plane = (
         [links_per_plane] * planes if isinstance(links_per_plane, int) else list(links_per_plane)
     )
     if len(per_plane) != planes:
         raise UsageError(f"links_per_plane has {len(per_plane)} entries for {planes} planes")
-    _positive(n=n, planes=planes, links_per_plane=min(per_plane))
+    _positive(links_per_plane=min(per_plane))
     tech = _scaleup_tech(accelerator, tech)
     devices = _devices("g", accelerator, n)
     links: list[Link] = []
@@ -167,6 +171,8 @@ def pcie_tree(
     root complex (same socket), or both sockets and the socket link.
     """
     _positive(n=n, per_switch=per_switch, sockets=sockets)
+    _check_size("n", accelerators=n, devices=n, links=n)
+    _check_size("sockets", accelerators=0, devices=sockets, links=sockets * (sockets - 1) // 2)
     tech = tech or str(hardware.accelerator(accelerator).host_link_tech)
     socket_tech = str(hardware.host_spec(host).socket_link_tech)
     n_switches = math.ceil(n / per_switch)
@@ -205,13 +211,19 @@ def multi_node(
     spines ``net.spine{j}`` sized non-blocking.
     """
     _positive(n=n)
+    rpn = len(topology.accelerators)
+    per_node = len(topology.devices) + rpn  # its devices plus one NIC per accelerator
+    _check_size(
+        "n", accelerators=n * rpn, devices=n * per_node, links=n * (len(topology.links) + 2 * rpn)
+    )
     spec = hardware.nic_spec(nic)
     net_tech = str(spec.link_tech)
     if switch is None:
         family = hardware.link_tech(net_tech).family
         switch = "eth-switch" if family == "ethernet" else "ib-switch"
     nic_kind = NodeKind(hardware.device_kind(nic))
-    rpn = len(topology.accelerators)
+    if not rail_optimized and n * rpn > _two_tier_capacity(switch):
+        raise _two_tier_error(n * rpn, switch, source="n")  # before building n servers
     devices: list[Device] = []
     links: list[Link] = []
     nic_ids: list[list[str]] = []
@@ -269,6 +281,32 @@ def _rails(nic_ids: list[list[str]], switch: str, tech: str) -> tuple[list[Devic
     spines = _devices("net.spine", switch, n_spines)
     links += [Link(r.id, s.id, tech, n_nodes // n_spines) for r in rails for s in spines]
     return rails + spines, links
+
+
+def _two_tier_capacity(switch: str) -> int:
+    """Single-link endpoints a non-blocking two-tier Clos of ``switch`` holds: R * R/2."""
+    radix = int(hardware.switch_chip(switch).port_count)
+    return radix * (radix // 2)
+
+
+def _two_tier_error(total: int, switch: str, source: str | None = None) -> UsageError:
+    radix = int(hardware.switch_chip(switch).port_count)
+    return UsageError(
+        f"{total} links need more than two tiers of {switch} (radix {radix}); "
+        f"two tiers hold at most {_two_tier_capacity(switch)}",
+        source=source,
+    )
+
+
+def _check_size(source: str, *, accelerators: int, devices: int = 0, links: int = 0) -> None:
+    """Refuse a shape beyond :mod:`scaleup.limits` before it is built (``source``: the
+    parameter that grew it)."""
+    for value, limit, name, what in (
+        (accelerators, limits.MAX_RANKS, "MAX_RANKS", "accelerators"),
+        (devices, limits.MAX_DEVICES, "MAX_DEVICES", "devices"),
+        (links, limits.MAX_LINKS, "MAX_LINKS", "links"),
+    ):
+        limits.check_at_most(value, limit, source=source, name=name, what=what)
 
 
 def _positive(**values: int) -> None:

@@ -48,6 +48,8 @@ def loads(text: str, *, source: str = "<string>") -> Topology:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise TopologyFileError(f"not valid TOML: {error}", source=source) from None
+    except RecursionError:
+        raise TopologyFileError("not valid TOML: nested too deeply", source=source) from None
     try:
         model = TopologyFile.model_validate(data)
     except ValidationError as error:

@@ -15,9 +15,11 @@ the simulator and the analysis need:
 
 Rules checked on construction (each raises :class:`~scaleup.errors.TopologyFileError` naming the
 entry): unique ids; a link joins two defined, distinct devices; ``count`` > 0; a bandwidth override
-> 0; device types and link technologies exist in the catalog; an accelerator uses at most its
-catalog ``link_count`` scale-up links and a switch at most its ``port_count`` ports; a switch's
-links use its own link family; every accelerator is connected to the others.
+> 0; sizes within :mod:`scaleup.limits` (devices, accelerators, links, ``count``, bandwidth, node
+index; a :class:`~scaleup.errors.LimitError`); device types and link technologies exist in the
+catalog; an accelerator uses at most its catalog ``link_count`` scale-up links and a switch at
+most its ``port_count`` ports; a switch's links use its own link family; every accelerator is
+connected to the others.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from scaleup import hardware
+from scaleup import hardware, limits
 from scaleup.errors import TopologyFileError, UnknownCatalogEntry
 
 if TYPE_CHECKING:
@@ -322,8 +324,39 @@ def _family(tech_name: str) -> str:
 
 
 # -- validation ------------------------------------------------------------------------------
+def _check_sizes(t: Topology) -> None:
+    """The limits of :mod:`scaleup.limits` on the whole topology and on each link and node."""
+    source = t.name or None
+    n_accs = sum(1 for d in t.devices if d.kind is NodeKind.ACCELERATOR)
+    for value, limit, name, what in (
+        (n_accs, limits.MAX_RANKS, "MAX_RANKS", "accelerators"),
+        (len(t.devices), limits.MAX_DEVICES, "MAX_DEVICES", "devices"),
+        (len(t.links), limits.MAX_LINKS, "MAX_LINKS", "links"),
+    ):
+        limits.check_at_most(value, limit, source=source, name=name, what=what)
+    for dev in t.devices:
+        if isinstance(dev.node, int):
+            limits.check_at_most(
+                dev.node, limits.MAX_DEVICES, source=source, entry=dev.id,
+                name="MAX_DEVICES", what="(node index)",
+            )  # fmt: skip
+    for i, link in enumerate(t.links):
+        entry = f"links[{i}]"
+        if isinstance(link.count, int):
+            limits.check_at_most(
+                link.count, limits.MAX_LINK_COUNT, source=source, entry=entry,
+                name="MAX_LINK_COUNT", what="links (count)",
+            )  # fmt: skip
+        if isinstance(link.bandwidth_gb_per_s, (int, float)):
+            limits.check_at_most(
+                link.bandwidth_gb_per_s, limits.MAX_LINK_GB_PER_S, source=source, entry=entry,
+                name="MAX_LINK_GB_PER_S", what="GB/s (bandwidth_gb_per_s)",
+            )  # fmt: skip
+
+
 def _validate(t: Topology) -> None:
     err = t._error
+    _check_sizes(t)
     kinds: dict[str, NodeKind] = {}
     for dev in t.devices:
         if dev.type not in kinds:

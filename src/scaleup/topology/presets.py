@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scaleup import hardware
-from scaleup.errors import UnknownPreset, UsageError
+from scaleup import hardware, limits
+from scaleup.errors import ScaleupError, UnknownPreset, UsageError
 from scaleup.topology.generators import full_mesh, multi_node, pcie_tree, switched
 from scaleup.topology.model import Device, Link, NodeKind, Topology
 
@@ -413,7 +413,20 @@ def build_preset(name: str, **params: Any) -> Topology:
         hint = f" (did you mean {', '.join(close)}?)" if close else " (see `scaleup topo list`)"
         raise UnknownPreset(f"no preset named {name!r}{hint}", source=name)
     _check_keys(PRESETS[name].builder, params, name)
-    return _build_cached(name, tuple(sorted(params.items())))
+    try:
+        return _build_cached(name, tuple(sorted(params.items())))
+    except ScaleupError as error:
+        raise _naming(error, name, params) from None
+
+
+def _naming(error: ScaleupError, spec: str, keys: Any) -> ScaleupError:
+    """``error`` from a builder, re-pointed at the spec the user typed when it names one of the
+    builder's parameters (``source="planes"`` -> ``ualink-pod:planes=0: planes: ...``)."""
+    field = error.source if error.source is not None else error.entry
+    if field in keys:
+        error.source, error.entry = spec, field
+        error.args = (error.one_line(),)
+    return error
 
 
 @functools.lru_cache(maxsize=64)
@@ -432,20 +445,39 @@ def resolve_topology(text: str) -> Topology:
     8
     """
     text = text.strip()
-    if text.endswith(".toml") or Path(text).is_file():
+    limits.check_at_most(
+        len(text), limits.MAX_SPEC_CHARS, source="topology", name="MAX_SPEC_CHARS",
+        what="characters",
+    )  # fmt: skip
+    if text.endswith(".toml") or _is_file(text):
         from scaleup.topology.io import load_topology  # noqa: PLC0415 - io imports this module
 
         return load_topology(text)
     head, _, rest = text.partition(":")
+    limits.check_at_most(
+        len(head), limits.MAX_NAME_CHARS, source="topology", name="MAX_NAME_CHARS",
+        what="characters in the preset name",
+    )  # fmt: skip
     params = parse_params(rest, source=text)
     match = _NX.match(head)
     if match and head not in PRESETS:
         n, base = int(match.group(1)), match.group(2)
         node_params = {k: params.pop(k) for k in list(params) if k in MULTI_NODE_KEYS}
-        return _multi_cached(
-            n, base, tuple(sorted(params.items())), tuple(sorted(node_params.items()))
-        )
+        try:
+            return _multi_cached(
+                n, base, tuple(sorted(params.items())), tuple(sorted(node_params.items()))
+            )
+        except ScaleupError as error:
+            raise _naming(error, text, ("n", *node_params)) from None
     return build_preset(head, **params)
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file (False for what cannot be a path at all)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
 
 
 @functools.lru_cache(maxsize=32)

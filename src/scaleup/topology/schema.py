@@ -19,12 +19,17 @@ File format (DESIGN.md), with the optional keys scaleup adds::
     count = 18                 # optional (default 1): parallel links, merged into one channel
     bandwidth_gb_per_s = 25.0  # optional: per-link, per-direction override of the catalog
 
-Unknown keys are errors (``extra="forbid"``).
+Unknown keys are errors (``extra="forbid"``). Names and ids are at most
+:data:`~scaleup.limits.MAX_NAME_CHARS` characters, and the lists at most
+:data:`~scaleup.limits.MAX_DEVICES` devices and :data:`~scaleup.limits.MAX_LINKS` links, checked
+before any device is built; the other limits are the model's.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from scaleup.limits import MAX_DEVICES, MAX_LINKS, MAX_NAME_CHARS
 
 __all__ = ["DeviceEntry", "LinkEntry", "TopologyFile"]
 
@@ -36,17 +41,17 @@ class _Strict(BaseModel):
 class DeviceEntry(_Strict):
     """One ``[[devices]]`` table."""
 
-    id: StrictStr = Field(min_length=1)
-    type: StrictStr = Field(min_length=1)
+    id: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    type: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
     node: StrictInt = Field(default=0, ge=0)
 
 
 class LinkEntry(_Strict):
     """One ``[[links]]`` table."""
 
-    a: StrictStr = Field(min_length=1)
-    b: StrictStr = Field(min_length=1)
-    tech: StrictStr = Field(min_length=1)
+    a: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    b: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    tech: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
     count: StrictInt = Field(default=1, gt=0)
     bandwidth_gb_per_s: StrictFloat | StrictInt | None = Field(
         default=None, gt=0, allow_inf_nan=False
@@ -56,8 +61,8 @@ class LinkEntry(_Strict):
 class TopologyFile(_Strict):
     """The whole file."""
 
-    name: StrictStr = Field(min_length=1)
+    name: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
     description: StrictStr = ""
     peer_access: StrictBool = True
-    devices: list[DeviceEntry] = Field(min_length=1)
-    links: list[LinkEntry] = Field(default_factory=list)
+    devices: list[DeviceEntry] = Field(min_length=1, max_length=MAX_DEVICES)
+    links: list[LinkEntry] = Field(default_factory=list, max_length=MAX_LINKS)

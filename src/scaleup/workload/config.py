@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from scaleup.errors import UsageError
+from scaleup.limits import MAX_MODEL_DIM, check_at_most
 from scaleup.workload.models import ModelSpec
 
 __all__ = ["Overlap", "ParallelConfig", "Precision", "Recompute"]
@@ -161,6 +162,10 @@ class ParallelConfig:
             )
         if self.seq is not None and self.seq < 1:
             raise UsageError(f"must be >= 1, got {self.seq}", source="--seq")
+        for name in ("seq", "mbs", "gbs"):  # batch sizes a float can still multiply
+            value = getattr(self, name)
+            if value is not None:
+                check_at_most(value, MAX_MODEL_DIM, source=f"--{name}", name="MAX_MODEL_DIM")
 
     def to_dict(self) -> dict[str, Any]:
         """All fields plus the derived batch figures, for ``--json``."""

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scaleup.errors import SpecFileError
+from scaleup.limits import MAX_MODEL_DIM
 
 __all__ = [
     "ModelSpec",
@@ -47,27 +48,28 @@ class ModelSpec(BaseModel):
 
     ``ffn`` is the MLP inner width (``4 h`` for GPT-3; for SwiGLU models the width of each of
     the three matrices). For MoE models every layer's MLP is ``experts`` copies of that MLP and
-    each token goes through ``top_k`` of them.
+    each token goes through ``top_k`` of them. Every shape number is at most
+    :data:`~scaleup.limits.MAX_MODEL_DIM`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = ""
     aliases: tuple[str, ...] = ()
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int | None = Field(default=None, gt=0)
-    ffn: int = Field(gt=0)
-    vocab: int = Field(gt=0)
-    seq: int = Field(default=2048, gt=0)
+    layers: int = Field(gt=0, le=MAX_MODEL_DIM)
+    hidden: int = Field(gt=0, le=MAX_MODEL_DIM)
+    heads: int = Field(gt=0, le=MAX_MODEL_DIM)
+    kv_heads: int | None = Field(default=None, gt=0, le=MAX_MODEL_DIM)
+    ffn: int = Field(gt=0, le=MAX_MODEL_DIM)
+    vocab: int = Field(gt=0, le=MAX_MODEL_DIM)
+    seq: int = Field(default=2048, gt=0, le=MAX_MODEL_DIM)
     tied_embeddings: bool = False
     gated_mlp: bool = True
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     bias: bool = False
     position: Literal["rope", "learned"] = "rope"
-    experts: int = Field(default=1, gt=0)
-    top_k: int = Field(default=1, gt=0)
+    experts: int = Field(default=1, gt=0, le=MAX_MODEL_DIM)
+    top_k: int = Field(default=1, gt=0, le=MAX_MODEL_DIM)
     published_params: float | None = Field(default=None, gt=0)
     published_active_params: float | None = Field(default=None, gt=0)
     sources: dict[str, str] = Field(default_factory=dict)
@@ -246,6 +248,8 @@ def load_model_file(path: str | Path) -> dict[str, ModelSpec]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecFileError(f"not valid TOML: {error}", source=source) from None
+    except RecursionError:
+        raise SpecFileError("not valid TOML: nested too deeply", source=source) from None
     return parse_models(data, source=source)
 
 

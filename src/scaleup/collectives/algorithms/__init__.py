@@ -28,6 +28,7 @@ from typing import Any
 
 from scaleup.collectives.algorithms import direct, hierarchical, nvls, recursive, ring, tree
 from scaleup.collectives.algorithms._common import local_copy_schedule
+from scaleup.collectives.algorithms._estimate import check_schedule_size
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import COLLECTIVES, CollectiveSpec
 from scaleup.errors import UnsupportedCollective, UsageError
@@ -191,8 +192,12 @@ def build_schedule(name: str, spec: CollectiveSpec, **params: Any) -> Schedule:
         The algorithm cannot express this collective or world size.
     UsageError
         Unknown algorithm, unknown parameter, or a bad parameter value.
+    LimitError
+        More channels or chunks than :mod:`scaleup.limits` allows, or a schedule estimated
+        (before it is built) to be over ``MAX_SCHEDULE_OPS`` or this machine's free memory.
     """
     algorithm, merged = _prepare(name, spec, params)
+    check_schedule_size(name, spec, merged)
     if spec.nranks == 1:
         return local_copy_schedule(spec, name, merged)
     return algorithm.builders[spec.collective](spec, merged)
