@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scaleup.errors import UsageError
 from scaleup.sweep_plots import category_map, heatmap, line_plot
 from scaleup.sweep_store import read_rows
 from scaleup.units import format_bytes
@@ -284,10 +286,45 @@ def build_report(
     Returns
     -------
     ReportSummary
+
+    Raises
+    ------
+    UsageError
+        ``results`` holds no sweep results (or a damaged part), or ``out_dir`` is not a
+        directory that can be written.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _writable_directory(out)
     rows = read_rows(results)
+    if not rows:
+        raise UsageError("holds no sweep results", source=str(results))
+    if not {"point_id", "status"} <= set(rows[0]):
+        raise UsageError(
+            "not a sweep's results (no point_id and status columns)", source=str(results)
+        )
+    try:
+        return _write_report(rows, results, out, title)
+    except OSError as error:
+        raise UsageError(
+            f"cannot write the report: {error.strerror or error}", source=str(out)
+        ) from None
+
+
+def _writable_directory(out: Path) -> None:
+    """Create ``out`` if needed; refuse a file, a device, or a place that cannot be written."""
+    if os.path.lexists(out) and not out.is_dir():
+        raise UsageError("is not a directory; a report is a directory of files", source=str(out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create: {error.strerror or error}", source=str(out)) from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError("cannot write into it (permission denied)", source=str(out))
+
+
+def _write_report(
+    rows: list[dict[str, Any]], results: str | Path, out: Path, title: str | None
+) -> ReportSummary:
     ok = [r for r in rows if r.get("status") == "ok"]
     errors = [r for r in rows if r.get("status") != "ok"]
     images: list[str] = []

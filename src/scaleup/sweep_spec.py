@@ -21,8 +21,8 @@ concatenation of every block's points, in file order::
     tp = [1, 2, 4, 8]              # every other key: a list is an axis, a scalar is fixed
     pp = [1, 2]
 
-    [[grid]]                       # any registered point kind (see scaleup.sweep_eval.KINDS)
-    kind = "my.module:evaluate"
+    [[grid]]                       # any registered point kind (scaleup.sweep_kinds)
+    kind = "my-kind"               # a name, never code: see scaleup.sweep_kinds.register_kind
     params = { x = [1, 2, 3], y = "fixed" }
 
 A *point* is a small JSON-able dict (``{"kind": "bench", "topology": ..., ...}``): pure data,
@@ -30,6 +30,10 @@ picklable, evaluated anywhere by :func:`scaleup.sweep_eval.evaluate_point`. Its 
 canonical JSON, so a resumed sweep recognises the points it already finished. A topology file is
 embedded in the point (``topology_text``): the point does not depend on the worker's filesystem,
 and editing the file changes the ids (those points are recomputed).
+
+A spec is data all the way down: ``plan`` keywords and ``grid`` params are strings, finite
+numbers and booleans, or lists of them (axes); a kind is a registered name; a spec expands to at
+most :data:`MAX_POINTS` points. Any other input is a :class:`~scaleup.errors.SpecFileError`.
 """
 
 from __future__ import annotations
@@ -40,15 +44,20 @@ import itertools
 import json
 import math
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scaleup.errors import ScaleupError, SpecFileError
-from scaleup.units import parse_size
+from scaleup.sweep_kinds import kind_names, topology_of
+from scaleup.units import format_bytes, parse_size
 
 __all__ = [
+    "LEAD_COLUMNS",
+    "MAX_POINTS",
+    "MAX_SIZE_BYTES",
     "PROTOCOLS",
     "SweepSpec",
     "expand_spec",
@@ -62,6 +71,17 @@ __all__ = [
 PROTOCOLS = ("tuned", "simple", "ll", "ll128")
 #: Keys of a point that are not copied into result columns (bulky, or the id itself).
 HIDDEN_POINT_KEYS = ("topology_text",)
+#: Columns every result row starts with, whatever its kind; no spec key may take these names.
+LEAD_COLUMNS = ("point_id", "kind", "status", "error_type", "error", "elapsed_s")
+#: Most points one spec expands to: hours of simulation, and a few seconds and ~100 MB just to
+#: expand and hash them before the first one runs. Split bigger studies into several specs.
+MAX_POINTS = 250_000
+#: Largest message size a spec may name: 1 PiB, a thousand times any accelerator's memory.
+MAX_SIZE_BYTES = 1 << 50
+#: Names a ``[[grid]]`` param may not take (the row's own columns).
+_RESERVED = (*LEAD_COLUMNS, "point")
+#: ... nor a ``[[plan]]`` keyword (the point's own fields).
+_PLAN_RESERVED = (*_RESERVED, "topology", "topology_text", "model")
 
 
 def _listify(value: Any) -> list[Any]:
@@ -77,21 +97,22 @@ class SizeRange(_Strict):
 
     min: int | str
     max: int | str
-    factor: float = Field(2.0, gt=1.0)
+    factor: float = Field(2.0, gt=1.0, allow_inf_nan=False)
 
 
-class BenchBlock(_Strict):
-    """Collective points: topology × nodes × collective × size × algorithm × protocol × ranks
-    × dtype."""
+class _OnTopologies(BaseModel):
+    """The fabric axes of a block: topologies (presets or files) × nodes (``Nx<preset>``)."""
 
     topologies: list[str] = Field(min_length=1)
     nodes: list[int] = Field(default_factory=lambda: [1], min_length=1)
-    collectives: list[str] = Field(min_length=1)
-    sizes: list[int | str] | SizeRange
-    algorithms: list[str] = Field(default_factory=lambda: ["tuned"], min_length=1)
-    protocols: list[str] = Field(default_factory=lambda: ["tuned"], min_length=1)
-    ranks: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    dtype: list[str] | str = "float32"
+
+    @field_validator("topologies")
+    @classmethod
+    def _topologies(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
+                raise ValueError(f"{name!r} is not a preset, Nx<preset> or .toml file name")
+        return value
 
     @field_validator("nodes")
     @classmethod
@@ -99,6 +120,20 @@ class BenchBlock(_Strict):
         if any(n < 1 for n in value):
             raise ValueError("nodes must be >= 1")
         return value
+
+
+class BenchBlock(_OnTopologies):
+    """Collective points: topology × nodes × collective × size × algorithm × protocol × ranks
+    × dtype."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    collectives: list[str] = Field(min_length=1)
+    sizes: list[int | str] | SizeRange
+    algorithms: list[str] = Field(default_factory=lambda: ["tuned"], min_length=1)
+    protocols: list[str] = Field(default_factory=lambda: ["tuned"], min_length=1)
+    ranks: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    dtype: list[str] | str = "float32"
 
     @field_validator("ranks")
     @classmethod
@@ -135,25 +170,32 @@ class BenchBlock(_Strict):
                     raise ValueError(f"unknown algorithm {name!r}{_hint(name, known)}")
         return value
 
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, value: list[int | str] | SizeRange) -> list[int | str] | SizeRange:
+        if isinstance(value, list) and not value:
+            raise ValueError("an empty list sweeps nothing")
+        return value
+
     @field_validator("dtype")
     @classmethod
     def _dtype(cls, value: list[str] | str) -> list[str] | str:
         from scaleup.collectives.spec import DTYPES
 
+        if not _listify(value):
+            raise ValueError("an empty list sweeps nothing")
         for name in _listify(value):
             if name not in DTYPES:
                 raise ValueError(f"unknown dtype {name!r}{_hint(name, list(DTYPES))}")
         return value
 
 
-class PlanBlock(BaseModel):
+class PlanBlock(_OnTopologies):
     """Planner points: model × topology × nodes × every other axis (tp, pp, dp, batch ...)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     models: list[str] = Field(min_length=1)
-    topologies: list[str] = Field(min_length=1)
-    nodes: list[int] = Field(default_factory=lambda: [1], min_length=1)
 
 
 class GridBlock(_Strict):
@@ -192,25 +234,34 @@ def _entry(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif "[" in part or part[:1].isupper() or part in ("str", "int", "float", "bool"):
+        elif "[" in part or part in ("SizeRange", "str", "int", "float", "bool"):
             continue  # union branch names (list[...], SizeRange) say nothing to a user
         else:
-            text += f".{part}" if text else str(part)
+            name = part if part.isprintable() else repr(part)
+            text += f".{name}" if text else name
     return text
 
 
-def load_spec_text(text: str, *, source: str = "<spec>") -> SweepSpec:
+def load_spec_text(
+    text: str, *, source: str = "<spec>", kinds: Iterable[str] | None = None
+) -> SweepSpec:
     """Parse and validate spec TOML ``text``; errors name ``source``, the entry and the rule.
+
+    ``kinds`` are the point-kind names a ``[[grid]]`` block may use (default: the registry's,
+    :func:`scaleup.sweep_kinds.kind_names`).
 
     Raises
     ------
     SpecFileError
-        Not TOML, an unknown key, a wrong type, an unknown collective/protocol/dtype, no blocks.
+        Not TOML, an unknown key, a wrong type, an unknown collective/protocol/dtype/kind, a
+        value that is not plain data, no blocks.
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecFileError(f"not valid TOML: {error}", source=source) from None
+    except RecursionError:
+        raise SpecFileError("not valid TOML: nested too deeply", source=source) from None
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as error:
@@ -222,18 +273,58 @@ def load_spec_text(text: str, *, source: str = "<spec>") -> SweepSpec:
         raise SpecFileError(
             "no [[bench]], [[plan]] or [[grid]] block: nothing to sweep", source=source
         )
+    for p, plan in enumerate(spec.plan):
+        for key, value in (plan.model_extra or {}).items():
+            _check_axis(key, value, _PLAN_RESERVED, source, f"plan[{p}]")
+    known = set(kind_names() if kinds is None else kinds)
+    for g, grid in enumerate(spec.grid):
+        if grid.kind not in known:
+            raise SpecFileError(
+                f"unknown point kind {grid.kind!r}{_hint(grid.kind, sorted(known))}; a kind is "
+                "a registered name (scaleup.sweep_kinds), never a module",
+                source=source,
+                entry=f"grid[{g}].kind",
+            )
+        for key, value in grid.params.items():
+            _check_axis(key, value, _RESERVED, source, f"grid[{g}].params")
     return spec
 
 
-def load_spec(path: str | Path) -> tuple[SweepSpec, Path]:
+def _check_axis(key: str, value: Any, reserved: tuple[str, ...], source: str, block: str) -> None:
+    """A plan keyword or grid param: a plain value, or a non-empty list of them (an axis)."""
+    if not key or not key.isprintable():
+        raise SpecFileError(f"{key!r} is not a column name", source=source, entry=block)
+    entry = f"{block}.{key}"
+    if key in reserved:
+        raise SpecFileError(f"{key!r} is a column of every result row", source=source, entry=entry)
+    if isinstance(value, list) and not value:
+        raise SpecFileError("an empty list sweeps nothing", source=source, entry=entry)
+    for i, item in enumerate(_listify(value)):
+        where = f"{entry}[{i}]" if isinstance(value, list) else entry
+        if isinstance(item, float) and not math.isfinite(item):
+            raise SpecFileError(f"{item} is not a finite number", source=source, entry=where)
+        if isinstance(item, int) and not -(2**63) <= item < 2**63:
+            raise SpecFileError("an integer must fit in 64 bits", source=source, entry=where)
+        if not isinstance(item, (str, int, float)):  # bool is an int
+            raise SpecFileError(
+                f"a {type(item).__name__} is not a value here: use a string, a number, a "
+                "boolean, or a list of them",
+                source=source,
+                entry=where,
+            )
+
+
+def load_spec(path: str | Path, *, kinds: Iterable[str] | None = None) -> tuple[SweepSpec, Path]:
     """Read and validate the spec file at ``path``; returns the spec and the file's directory
-    (topology files in the spec are relative to it)."""
+    (topology files in the spec are relative to it). ``kinds`` as in :func:`load_spec_text`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecFileError(f"cannot read: {error.strerror or error}", source=str(path)) from None
-    return load_spec_text(text, source=str(path)), path.resolve().parent
+    except UnicodeDecodeError as error:
+        raise SpecFileError(f"not UTF-8 text ({error.reason})", source=str(path)) from None
+    return load_spec_text(text, source=str(path), kinds=kinds), path.resolve().parent
 
 
 def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
@@ -256,19 +347,40 @@ def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     return sizes
 
 
-def _sizes(block: BenchBlock, source: str, entry: str) -> list[int]:
+def _size(text: int | str, source: str, entry: str) -> int:
     try:
-        if isinstance(block.sizes, SizeRange):
-            lo = parse_size(block.sizes.min, source=source)
-            hi = parse_size(block.sizes.max, source=source)
-            if hi < lo:
-                raise SpecFileError(f"max ({hi}) < min ({lo})", source=source, entry=entry)
-            return size_range(lo, hi, block.sizes.factor)
-        return [parse_size(s, source=source) for s in block.sizes]
-    except SpecFileError:
-        raise
+        nbytes = parse_size(text, source=source)
     except ScaleupError as error:
         raise SpecFileError(error.message, source=source, entry=entry) from None
+    if nbytes > MAX_SIZE_BYTES:
+        raise SpecFileError(
+            f"{text!r} is over the largest size, {format_bytes(MAX_SIZE_BYTES)}",
+            source=source,
+            entry=entry,
+        )
+    return nbytes
+
+
+def _sizes(block: BenchBlock, source: str, entry: str) -> list[int]:
+    if not isinstance(block.sizes, SizeRange):
+        return [_size(s, source, entry) for s in block.sizes]
+    lo = _size(block.sizes.min, source, entry)
+    hi = _size(block.sizes.max, source, entry)
+    if hi < lo:
+        raise SpecFileError(f"max ({hi}) < min ({lo})", source=source, entry=entry)
+    steps = math.log(max(hi, 1) / max(lo, 1)) / math.log(block.sizes.factor)
+    _check_count(math.floor(steps) + 2, 0, source, entry)
+    return size_range(lo, hi, block.sizes.factor)
+
+
+def _check_count(count: int, before: int, source: str, entry: str) -> None:
+    """Refuse a spec of more than :data:`MAX_POINTS` points before building them."""
+    if before + count > MAX_POINTS:
+        raise SpecFileError(
+            f"{before + count:,} points or more; a spec holds at most {MAX_POINTS:,} (split it)",
+            source=source,
+            entry=entry,
+        )
 
 
 def _topologies(
@@ -281,9 +393,10 @@ def _topologies(
             path = Path(name) if Path(name).is_absolute() else base / name
             try:
                 text = path.read_text(encoding="utf-8")
-            except OSError as error:
+            except (OSError, UnicodeDecodeError) as error:
+                why = error.reason if isinstance(error, UnicodeDecodeError) else error.strerror
                 raise SpecFileError(
-                    f"topology file {name!r}: {error.strerror or error}",
+                    f"topology file {name!r}: {why or error}",
                     source=source,
                     entry=f"{entry}[{i}]",
                 ) from None
@@ -296,8 +409,6 @@ def _topologies(
 
 def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: str) -> None:
     """Build each topology once now, so a typo is a spec error (exit 2), not N failed points."""
-    from scaleup.sweep_eval import topology_of
-
     for fields in points_topos:
         try:
             topology_of(fields["topology"], fields.get("topology_text"))
@@ -305,6 +416,10 @@ def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: st
             raise SpecFileError(
                 f"topology {fields['topology']!r}: {error.one_line()}", source=source, entry=entry
             ) from None
+        except (ValueError, TypeError, OverflowError) as error:  # a builder's own input check
+            raise SpecFileError(
+                f"topology {fields['topology']!r}: {error}", source=source, entry=entry
+            ) from error
 
 
 def _cross(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -345,6 +460,10 @@ def expand_spec(
         if check_topologies:
             _check_topologies(topos, source, f"{entry}.topologies")
         sizes = _sizes(block, source, f"{entry}.sizes")
+        lengths = (len(block.collectives), len(_listify(block.dtype)), len(block.ranks))
+        count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
+        count *= math.prod(lengths)
+        _check_count(count, len(points), source, entry)
         for topo, collective, dtype, nranks, algo, proto, nbytes in itertools.product(
             topos,
             block.collectives,
@@ -372,18 +491,17 @@ def expand_spec(
         if check_topologies:
             _check_topologies(topos, source, f"{entry}.topologies")
         extra = {k: _listify(v) for k, v in (plan.model_extra or {}).items()}
+        count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
+        _check_count(count, len(points), source, entry)
         for topo, model in itertools.product(topos, plan.models):
             for combo in _cross(extra):
                 points.append({"kind": "plan", **topo, "model": model, **combo})
-    for grid in spec.grid:
-        for combo in _cross({k: _listify(v) for k, v in grid.params.items()}):
+    for g, grid in enumerate(spec.grid):
+        params = {k: _listify(v) for k, v in grid.params.items()}
+        _check_count(math.prod(map(len, params.values())), len(points), source, f"grid[{g}]")
+        for combo in _cross(params):
             points.append({"kind": grid.kind, **combo})
     return points
-
-
-def canonical(point: dict[str, Any]) -> str:
-    """The canonical JSON of a point (sorted keys, no spaces): what its id hashes."""
-    return json.dumps(point, sort_keys=True, separators=(",", ":"), default=_json_default)
 
 
 def _json_default(value: Any) -> Any:
@@ -392,12 +510,33 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"point values must be JSON data, got {type(value).__name__}")
 
 
+#: One encoder for every point (``json.dumps`` would build one per call: a third of the time of a
+#: million-point spec); ``allow_nan=False`` refuses NaN and infinities at any depth.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=_json_default, allow_nan=False
+)
+
+
+def canonical(point: dict[str, Any]) -> str:
+    """The canonical JSON of a point (sorted keys, no spaces): what its id hashes.
+
+    Raises
+    ------
+    ValueError
+        A value is not finite.
+    """
+    try:
+        return _CANONICAL.encode(point)
+    except ValueError as error:
+        if "Circular" in str(error):
+            raise
+        raise ValueError("point values must be finite") from None
+
+
 def point_id(point: dict[str, Any]) -> str:
     """A stable 16-hex-digit id: the SHA-256 of the point's canonical JSON.
 
     >>> point_id({"kind": "bench", "bytes": 8}) == point_id({"bytes": 8, "kind": "bench"})
     True
     """
-    if any(isinstance(v, float) and not math.isfinite(v) for v in point.values()):
-        raise ValueError("point values must be finite")
     return hashlib.sha256(canonical(point).encode()).hexdigest()[:16]

@@ -36,7 +36,7 @@ def test_point_id_ignores_key_order_and_sees_values() -> None:
     assert point_id(a) != point_id({**a, "bytes": 16})
 
 
-def test_nodes_and_files_and_grid(tmp_path: Path) -> None:
+def test_nodes_and_files_and_grid(tmp_path: Path, registered_fakes: object) -> None:
     (tmp_path / "spec.toml").write_text(
         """
 [[bench]]
