@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleup.cli import app
-from scaleup.sweep_store import read_rows
+from scaleup.sweep import read_rows
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = str(EXAMPLES / "sweep-small.toml")
@@ -181,7 +181,7 @@ def test_non_finite_or_non_data_spec_values_are_one_line(
 
 def test_stopped_serial_sweep_reports_the_points_saved(runner: CliRunner, tmp_path: Path) -> None:
     """Ctrl-C between two writes: the rows finished so far are saved, and the message says so."""
-    from scaleup.sweep_kinds import register_kind, unregister_kind
+    from scaleup.sweep import register_kind, unregister_kind
 
     def stop_at_five(point: dict[str, int]) -> dict[str, int]:
         if point["x"] == 5:

@@ -7,16 +7,10 @@ from collections.abc import Iterator
 import pytest
 import sweep_fake_kinds
 
-from scaleup.sweep_kinds import BUILTIN_KINDS, KindFunction, register_kind, unregister_kind
+from scaleup.sweep import KindFunction, register_kind, unregister_kind
+from scaleup.sweep.kinds import BUILTIN_KINDS
 
-#: The fakes by kind name: ``bench``/``plan`` stand-ins from a closed form, and test kinds.
-FAKES: dict[str, KindFunction] = {
-    "square": sweep_fake_kinds.square,
-    "failing": sweep_fake_kinds.failing,
-    "slow_failing": sweep_fake_kinds.slow_failing,
-    "bench": sweep_fake_kinds.fake_bench,
-    "plan": sweep_fake_kinds.fake_plan,
-}
+FAKES = sweep_fake_kinds.FAKES
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from scaleup.cli import app
 from scaleup.errors import UsageError
-from scaleup.sweep import evaluate_point, run_sweep
-from scaleup.sweep_kinds import (
+from scaleup.sweep import evaluate_point, read_rows, run_sweep
+from scaleup.sweep.kinds import (
     BUILTIN_KINDS,
     ENTRY_POINT_GROUP,
     _plugins,
@@ -21,7 +21,6 @@ from scaleup.sweep_kinds import (
     register_kind,
     unregister_kind,
 )
-from scaleup.sweep_store import read_rows
 
 #: The exploit of issue 10: a handler whose factory is os.system, built by logging's dictConfig.
 DICTCONFIG_SPEC = """
@@ -52,7 +51,7 @@ def test_a_spec_naming_a_function_runs_nothing_and_exits_2(tmp_path: Path) -> No
     assert not out.exists()
 
 
-@pytest.mark.parametrize("kind", ["os:system", "math:sqrt", "scaleup.sweep_kinds:bench_point"])
+@pytest.mark.parametrize("kind", ["os:system", "math:sqrt", "scaleup.sweep.kinds:bench_point"])
 def test_module_function_is_not_a_kind(tmp_path: Path, kind: str) -> None:
     row = evaluate_point({"kind": kind, "x": 4.0})
     assert (row["status"], row["error_type"]) == ("error", "UsageError")

@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from scaleup.sweep import run_sweep
-from scaleup.sweep_kinds import KindFunction
-from scaleup.sweep_report import build_report
-from scaleup.sweep_spec import point_id
+from scaleup.cli.sweep_report import build_report
+from scaleup.sweep import KindFunction, point_id, run_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -56,7 +54,7 @@ def _points() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import FAKES
+    from sweep_fake_kinds import FAKES
 
     out = tmp_path_factory.mktemp("report") / "results.parquet"
     run_sweep(_points(), out, serial=True, kinds=FAKES)

@@ -9,10 +9,15 @@ from typing import Any
 import pytest
 
 from scaleup.errors import UsageError
-from scaleup.sweep import SweepProgress, evaluate_point, run_sweep
-from scaleup.sweep_kinds import KindFunction
-from scaleup.sweep_spec import point_id
-from scaleup.sweep_store import ResultStore, read_rows
+from scaleup.sweep import (
+    KindFunction,
+    ResultStore,
+    SweepProgress,
+    evaluate_point,
+    point_id,
+    read_rows,
+    run_sweep,
+)
 
 #: Columns that legitimately differ between two runs of the same point.
 TIMING = ("elapsed_s",)

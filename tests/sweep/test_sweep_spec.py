@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from scaleup.errors import SpecFileError
-from scaleup.sweep_spec import expand_spec, load_spec, load_spec_text, point_id, size_range
+from scaleup.sweep import expand_spec, load_spec, load_spec_text, point_id, size_range
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

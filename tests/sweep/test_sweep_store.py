@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleup.cli import app
-from scaleup.sweep_store import MARKER, read_rows
+from scaleup.sweep import read_rows
+from scaleup.sweep.store import MARKER
 
 GRID = '[[grid]]\nkind = "square"\nparams = {{ x = {xs} }}\n'
 

@@ -77,8 +77,7 @@ def sweep_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run every point of a sweep spec; results are written as they complete."""
-    from scaleup.sweep import SweepStopped, run_sweep
-    from scaleup.sweep_spec import expand_spec, load_spec
+    from scaleup.sweep import SweepStopped, expand_spec, load_spec, run_sweep
 
     if serial and (scheduler or workers):
         raise UsageError(
@@ -184,7 +183,7 @@ def report_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Plot a sweep's results and write an index page (Markdown and self-contained HTML)."""
-    from scaleup.sweep_report import build_report
+    from scaleup.cli.sweep_report import build_report
 
     summary = build_report(results, output, title=title)
     if json_out:

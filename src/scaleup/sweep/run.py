@@ -1,14 +1,14 @@
 """Design-space sweeps: evaluate many small, pure points on dask.distributed, resumably.
 
-A point is a JSON-able dict (see :mod:`scaleup.sweep_spec`); :func:`evaluate_point` turns it into
-one flat result row, whatever its kind (a name in the registry of :mod:`scaleup.sweep_kinds`:
+A point is a JSON-able dict (see :mod:`scaleup.sweep.points`); :func:`evaluate_point` turns it into
+one flat result row, whatever its kind (a name in the registry of :mod:`scaleup.sweep.kinds`:
 ``"bench"``, ``"plan"``, kinds registered in code or installed as entry points).
 
 Where the points run follows Dask's own default: no argument starts a ``LocalCluster`` (one
 single-threaded worker process per core), ``scheduler="tcp://host:8786"`` connects to a running
 one (``Client(address)``), an existing ``client=`` is used as is, and ``serial=True`` uses no Dask
 at all. Points travel in batches (tens per task) so per-task overhead does not dominate cheap
-points. Rows are written as soon as tasks finish (:class:`~scaleup.sweep_store.ResultStore`), so
+points. Rows are written as soon as tasks finish (:class:`~scaleup.sweep.store.ResultStore`), so
 ``resume=True`` after a Ctrl-C or a kill evaluates only what is missing. A point that raises is a
 row with ``status="error"`` and the error; the sweep goes on. A stopped sweep raises
 :class:`SweepStopped` (a ``KeyboardInterrupt``) saying how many points are saved.
@@ -29,23 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
-from scaleup.sweep_eval import evaluate_batch, evaluate_point, lost_row
-from scaleup.sweep_kinds import KindFunction, register_kind, resolve_kinds
-from scaleup.sweep_spec import point_id
-from scaleup.sweep_store import ResultStore
+from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
+from scaleup.sweep.kinds import KindFunction, resolve_kinds
+from scaleup.sweep.points import point_id
+from scaleup.sweep.store import ResultStore
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = [
-    "SweepProgress",
-    "SweepStopped",
-    "SweepSummary",
-    "evaluate_batch",
-    "evaluate_point",
-    "register_kind",
-    "run_sweep",
-]
+__all__ = ["SweepProgress", "SweepStopped", "SweepSummary", "default_batch_size", "run_sweep"]
 
 #: Points per Dask task at most: enough to hide the ~ms of scheduling per task.
 MAX_BATCH = 100
@@ -139,7 +131,7 @@ def run_sweep(
     Parameters
     ----------
     points
-        Point dicts (:func:`scaleup.sweep_spec.expand_spec`); repeated points run once.
+        Point dicts (:func:`scaleup.sweep.expand.expand_spec`); repeated points run once.
     output
         ``*.parquet`` (a Parquet dataset directory) or ``*.csv``.
     scheduler
@@ -164,7 +156,7 @@ def run_sweep(
         Called with a :class:`SweepProgress` at the start and as rows finish; it may raise
         ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
     kinds
-        Kind name -> function (default: the registry, :mod:`scaleup.sweep_kinds`); the
+        Kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
         functions the points use are sent with every task.
 
     Returns

@@ -17,7 +17,7 @@ clash becomes strings.
 A store only ever removes what scaleup wrote. A dataset directory carries a marker file
 (:data:`MARKER`); ``overwrite`` removes the marker and the part files and nothing else, and a
 directory without the marker, or with other files in it, is refused. A CSV is scaleup's when its
-header starts with :data:`~scaleup.sweep_spec.LEAD_COLUMNS`. A part file that cannot be read
+header starts with :data:`~scaleup.sweep.points.LEAD_COLUMNS`. A part file that cannot be read
 (a truncated write, a bad disk) is an error naming it when reading results, and is set aside
 (renamed ``.damaged-part-...``) on ``resume`` so that its points are evaluated again.
 """
@@ -37,7 +37,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from scaleup.errors import UsageError
-from scaleup.sweep_spec import LEAD_COLUMNS
+from scaleup.sweep.points import LEAD_COLUMNS
 
 __all__ = ["MARKER", "ResultStore", "read_results", "read_rows", "table_from_rows"]
 

@@ -1,7 +1,7 @@
 """Evaluating sweep points: one point into one flat row, failures as data.
 
 A point's ``kind`` names the function that evaluates it in the kind registry
-(:mod:`scaleup.sweep_kinds`: ``"bench"``, ``"plan"``, kinds registered in code or installed as
+(:mod:`scaleup.sweep.kinds`: ``"bench"``, ``"plan"``, kinds registered in code or installed as
 entry points); it is a name, never an import path. A point that raises is a row with
 ``status="error"``, the error's type and its one-line message.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from scaleup.errors import ScaleupError, UsageError
-from scaleup.sweep_kinds import KindFunction, get_kind
-from scaleup.sweep_spec import HIDDEN_POINT_KEYS, LEAD_COLUMNS, canonical, point_id
+from scaleup.sweep.kinds import KindFunction, get_kind
+from scaleup.sweep.points import HIDDEN_POINT_KEYS, LEAD_COLUMNS, canonical, point_id
 
 __all__ = ["evaluate_batch", "evaluate_point", "lost_row"]
 
@@ -59,10 +59,10 @@ def evaluate_point(
     Parameters
     ----------
     point
-        A point dict with a ``kind`` key (see :mod:`scaleup.sweep_spec`).
+        A point dict with a ``kind`` key (see :mod:`scaleup.sweep.points`).
     kinds
         Kind name -> function to resolve ``point["kind"]`` with (default: the registry,
-        :func:`scaleup.sweep_kinds.get_kind`).
+        :func:`scaleup.sweep.kinds.get_kind`).
 
     Returns
     -------

@@ -1,7 +1,7 @@
-"""Sweep specs: a TOML file describing a cross product of points, validated, expanded, hashed.
+"""Sweep specs: a TOML file describing a cross product of points, parsed and validated.
 
 A spec is a list of blocks; each block is the cross product of its axes, and the sweep is the
-concatenation of every block's points, in file order::
+concatenation of every block's points, in file order (:func:`scaleup.sweep.expand.expand_spec`)::
 
     name = "fabrics"
 
@@ -21,27 +21,19 @@ concatenation of every block's points, in file order::
     tp = [1, 2, 4, 8]              # every other key: a list is an axis, a scalar is fixed
     pp = [1, 2]
 
-    [[grid]]                       # any registered point kind (scaleup.sweep_kinds)
-    kind = "my-kind"               # a name, never code: see scaleup.sweep_kinds.register_kind
+    [[grid]]                       # any registered point kind (scaleup.sweep.kinds)
+    kind = "my-kind"               # a name, never code: see scaleup.sweep.kinds.register_kind
     params = { x = [1, 2, 3], y = "fixed" }
 
-A *point* is a small JSON-able dict (``{"kind": "bench", "topology": ..., ...}``): pure data,
-picklable, evaluated anywhere by :func:`scaleup.sweep_eval.evaluate_point`. Its id is a hash of its
-canonical JSON, so a resumed sweep recognises the points it already finished. A topology file is
-embedded in the point (``topology_text``): the point does not depend on the worker's filesystem,
-and editing the file changes the ids (those points are recomputed).
-
 A spec is data all the way down: ``plan`` keywords and ``grid`` params are strings, finite
-numbers and booleans, or lists of them (axes); a kind is a registered name; a spec expands to at
-most :data:`MAX_POINTS` points. Any other input is a :class:`~scaleup.errors.SpecFileError`.
+numbers and booleans, or lists of them (axes), and never the name of a row's own column
+(:data:`~scaleup.sweep.points.LEAD_COLUMNS`); a kind is a registered name. Any other input is a
+:class:`~scaleup.errors.SpecFileError` naming the file, the entry and the rule.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import itertools
-import json
 import math
 import tomllib
 from collections.abc import Iterable
@@ -50,41 +42,32 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from scaleup.errors import ScaleupError, SpecFileError
-from scaleup.sweep_kinds import kind_names, topology_of
-from scaleup.units import format_bytes, parse_size
+from scaleup.errors import SpecFileError
+from scaleup.sweep.kinds import kind_names
+from scaleup.sweep.points import LEAD_COLUMNS
 
 __all__ = [
-    "LEAD_COLUMNS",
-    "MAX_POINTS",
-    "MAX_SIZE_BYTES",
     "PROTOCOLS",
+    "BenchBlock",
+    "GridBlock",
+    "PlanBlock",
+    "SizeRange",
     "SweepSpec",
-    "expand_spec",
+    "axis",
     "load_spec",
     "load_spec_text",
-    "point_id",
-    "size_range",
 ]
 
 #: Protocol names as NCCL spells them, plus "tuned" (let the tuner choose).
 PROTOCOLS = ("tuned", "simple", "ll", "ll128")
-#: Keys of a point that are not copied into result columns (bulky, or the id itself).
-HIDDEN_POINT_KEYS = ("topology_text",)
-#: Columns every result row starts with, whatever its kind; no spec key may take these names.
-LEAD_COLUMNS = ("point_id", "kind", "status", "error_type", "error", "elapsed_s")
-#: Most points one spec expands to: hours of simulation, and a few seconds and ~100 MB just to
-#: expand and hash them before the first one runs. Split bigger studies into several specs.
-MAX_POINTS = 250_000
-#: Largest message size a spec may name: 1 PiB, a thousand times any accelerator's memory.
-MAX_SIZE_BYTES = 1 << 50
 #: Names a ``[[grid]]`` param may not take (the row's own columns).
 _RESERVED = (*LEAD_COLUMNS, "point")
 #: ... nor a ``[[plan]]`` keyword (the point's own fields).
 _PLAN_RESERVED = (*_RESERVED, "topology", "topology_text", "model")
 
 
-def _listify(value: Any) -> list[Any]:
+def axis(value: Any) -> list[Any]:
+    """The values of an axis: a list as is, a scalar as a list of one."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
@@ -182,9 +165,9 @@ class BenchBlock(_OnTopologies):
     def _dtype(cls, value: list[str] | str) -> list[str] | str:
         from scaleup.collectives.spec import DTYPES
 
-        if not _listify(value):
+        if not axis(value):
             raise ValueError("an empty list sweeps nothing")
-        for name in _listify(value):
+        for name in axis(value):
             if name not in DTYPES:
                 raise ValueError(f"unknown dtype {name!r}{_hint(name, list(DTYPES))}")
         return value
@@ -248,7 +231,7 @@ def load_spec_text(
     """Parse and validate spec TOML ``text``; errors name ``source``, the entry and the rule.
 
     ``kinds`` are the point-kind names a ``[[grid]]`` block may use (default: the registry's,
-    :func:`scaleup.sweep_kinds.kind_names`).
+    :func:`scaleup.sweep.kinds.kind_names`).
 
     Raises
     ------
@@ -281,7 +264,7 @@ def load_spec_text(
         if grid.kind not in known:
             raise SpecFileError(
                 f"unknown point kind {grid.kind!r}{_hint(grid.kind, sorted(known))}; a kind is "
-                "a registered name (scaleup.sweep_kinds), never a module",
+                "a registered name (scaleup.sweep.kinds), never a module",
                 source=source,
                 entry=f"grid[{g}].kind",
             )
@@ -299,7 +282,7 @@ def _check_axis(key: str, value: Any, reserved: tuple[str, ...], source: str, bl
         raise SpecFileError(f"{key!r} is a column of every result row", source=source, entry=entry)
     if isinstance(value, list) and not value:
         raise SpecFileError("an empty list sweeps nothing", source=source, entry=entry)
-    for i, item in enumerate(_listify(value)):
+    for i, item in enumerate(axis(value)):
         where = f"{entry}[{i}]" if isinstance(value, list) else entry
         if isinstance(item, float) and not math.isfinite(item):
             raise SpecFileError(f"{item} is not a finite number", source=source, entry=where)
@@ -325,218 +308,3 @@ def load_spec(path: str | Path, *, kinds: Iterable[str] | None = None) -> tuple[
     except UnicodeDecodeError as error:
         raise SpecFileError(f"not UTF-8 text ({error.reason})", source=str(path)) from None
     return load_spec_text(text, source=str(path), kinds=kinds), path.resolve().parent
-
-
-def size_range(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
-    """Sizes min, min*factor, ... <= max, rounded to whole bytes, without repeats.
-
-    >>> size_range(8, 64, 2)
-    [8, 16, 32, 64]
-    >>> size_range(1, 8, 1.5)
-    [1, 2, 3, 5, 8]
-    """
-    sizes: list[int] = []
-    value = float(max(min_bytes, 1))
-    while round(value) <= max_bytes:
-        size = round(value)
-        if not sizes or size != sizes[-1]:
-            sizes.append(size)
-        value *= factor
-    if min_bytes == 0:
-        sizes.insert(0, 0)
-    return sizes
-
-
-def _size(text: int | str, source: str, entry: str) -> int:
-    try:
-        nbytes = parse_size(text, source=source)
-    except ScaleupError as error:
-        raise SpecFileError(error.message, source=source, entry=entry) from None
-    if nbytes > MAX_SIZE_BYTES:
-        raise SpecFileError(
-            f"{text!r} is over the largest size, {format_bytes(MAX_SIZE_BYTES)}",
-            source=source,
-            entry=entry,
-        )
-    return nbytes
-
-
-def _sizes(block: BenchBlock, source: str, entry: str) -> list[int]:
-    if not isinstance(block.sizes, SizeRange):
-        return [_size(s, source, entry) for s in block.sizes]
-    lo = _size(block.sizes.min, source, entry)
-    hi = _size(block.sizes.max, source, entry)
-    if hi < lo:
-        raise SpecFileError(f"max ({hi}) < min ({lo})", source=source, entry=entry)
-    steps = math.log(max(hi, 1) / max(lo, 1)) / math.log(block.sizes.factor)
-    _check_count(math.floor(steps) + 2, 0, source, entry)
-    return size_range(lo, hi, block.sizes.factor)
-
-
-def _check_count(count: int, before: int, source: str, entry: str) -> None:
-    """Refuse a spec of more than :data:`MAX_POINTS` points before building them."""
-    if before + count > MAX_POINTS:
-        raise SpecFileError(
-            f"{before + count:,} points or more; a spec holds at most {MAX_POINTS:,} (split it)",
-            source=source,
-            entry=entry,
-        )
-
-
-def _topologies(
-    names: list[str], nodes: list[int], base: Path, source: str, entry: str
-) -> list[dict[str, str]]:
-    """Each topology entry as point fields: ``{"topology": label}`` (+ ``topology_text``, files)."""
-    out: list[dict[str, str]] = []
-    for i, name in enumerate(names):
-        if name.endswith(".toml"):
-            path = Path(name) if Path(name).is_absolute() else base / name
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as error:
-                why = error.reason if isinstance(error, UnicodeDecodeError) else error.strerror
-                raise SpecFileError(
-                    f"topology file {name!r}: {why or error}",
-                    source=source,
-                    entry=f"{entry}[{i}]",
-                ) from None
-            out.append({"topology": name, "topology_text": text})
-            continue
-        for n in nodes:
-            out.append({"topology": name if n == 1 else f"{n}x{name}"})
-    return out
-
-
-def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: str) -> None:
-    """Build each topology once now, so a typo is a spec error (exit 2), not N failed points."""
-    for fields in points_topos:
-        try:
-            topology_of(fields["topology"], fields.get("topology_text"))
-        except ScaleupError as error:
-            raise SpecFileError(
-                f"topology {fields['topology']!r}: {error.one_line()}", source=source, entry=entry
-            ) from None
-        except (ValueError, TypeError, OverflowError) as error:  # a builder's own input check
-            raise SpecFileError(
-                f"topology {fields['topology']!r}: {error}", source=source, entry=entry
-            ) from error
-
-
-def _cross(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    keys = list(axes)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
-
-
-def expand_spec(
-    spec: SweepSpec,
-    *,
-    base: str | Path = ".",
-    source: str = "<spec>",
-    check_topologies: bool = True,
-) -> list[dict[str, Any]]:
-    """Every point of ``spec`` in a stable order (blocks in file order, axes as written).
-
-    Parameters
-    ----------
-    spec
-        A validated spec (:func:`load_spec`).
-    base
-        Directory that relative topology-file paths are read from.
-    source
-        The spec's name in error messages.
-    check_topologies
-        Build each topology once here so an unknown preset fails the whole spec early.
-
-    Returns
-    -------
-    list of dict
-        Points: JSON-able dicts with a ``kind`` key; :func:`point_id` names each.
-    """
-    base = Path(base)
-    points: list[dict[str, Any]] = []
-    for b, block in enumerate(spec.bench):
-        entry = f"bench[{b}]"
-        topos = _topologies(block.topologies, block.nodes, base, source, f"{entry}.topologies")
-        if check_topologies:
-            _check_topologies(topos, source, f"{entry}.topologies")
-        sizes = _sizes(block, source, f"{entry}.sizes")
-        lengths = (len(block.collectives), len(_listify(block.dtype)), len(block.ranks))
-        count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
-        count *= math.prod(lengths)
-        _check_count(count, len(points), source, entry)
-        for topo, collective, dtype, nranks, algo, proto, nbytes in itertools.product(
-            topos,
-            block.collectives,
-            _listify(block.dtype),
-            block.ranks,
-            block.algorithms,
-            block.protocols,
-            sizes,
-        ):
-            points.append(
-                {
-                    "kind": "bench",
-                    **topo,
-                    "collective": collective,
-                    "bytes": nbytes,
-                    "dtype": dtype,
-                    "nranks": nranks,
-                    "algo": algo,
-                    "proto": proto,
-                }
-            )
-    for p, plan in enumerate(spec.plan):
-        entry = f"plan[{p}]"
-        topos = _topologies(plan.topologies, plan.nodes, base, source, f"{entry}.topologies")
-        if check_topologies:
-            _check_topologies(topos, source, f"{entry}.topologies")
-        extra = {k: _listify(v) for k, v in (plan.model_extra or {}).items()}
-        count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
-        _check_count(count, len(points), source, entry)
-        for topo, model in itertools.product(topos, plan.models):
-            for combo in _cross(extra):
-                points.append({"kind": "plan", **topo, "model": model, **combo})
-    for g, grid in enumerate(spec.grid):
-        params = {k: _listify(v) for k, v in grid.params.items()}
-        _check_count(math.prod(map(len, params.values())), len(points), source, f"grid[{g}]")
-        for combo in _cross(params):
-            points.append({"kind": grid.kind, **combo})
-    return points
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"point values must be JSON data, got {type(value).__name__}")
-
-
-#: One encoder for every point (``json.dumps`` would build one per call: a third of the time of a
-#: million-point spec); ``allow_nan=False`` refuses NaN and infinities at any depth.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), default=_json_default, allow_nan=False
-)
-
-
-def canonical(point: dict[str, Any]) -> str:
-    """The canonical JSON of a point (sorted keys, no spaces): what its id hashes.
-
-    Raises
-    ------
-    ValueError
-        A value is not finite.
-    """
-    try:
-        return _CANONICAL.encode(point)
-    except ValueError as error:
-        if "Circular" in str(error):
-            raise
-        raise ValueError("point values must be finite") from None
-
-
-def point_id(point: dict[str, Any]) -> str:
-    """A stable 16-hex-digit id: the SHA-256 of the point's canonical JSON.
-
-    >>> point_id({"kind": "bench", "bytes": 8}) == point_id({"bytes": 8, "kind": "bench"})
-    True
-    """
-    return hashlib.sha256(canonical(point).encode()).hexdigest()[:16]
