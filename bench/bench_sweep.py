@@ -26,9 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scaleup.sweep import run_sweep
-from scaleup.sweep_spec import size_range
-from scaleup.sweep_store import read_rows
+from scaleup.sweep import read_rows, run_sweep, size_range
 
 TOPOLOGIES = "dgx-h100,hgx-b200,dgx-a100,mi300x-8"
 COLLECTIVES = "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,send_recv"

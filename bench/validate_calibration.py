@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from scaleup.calibration import compare, load_measured, summarize, to_markdown
+from calibration import compare, load_measured, summarize, to_markdown  # bench/calibration.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from scaleup.calibration import (
+from calibration import (  # bench/calibration.py: tooling, outside the library
     SYSTEMS,
     algo_constraint,
     compare,
@@ -15,6 +14,7 @@ from scaleup.calibration import (
     summarize,
     to_markdown,
 )
+
 from scaleup.errors import InputError
 
 MEASURED = Path(__file__).resolve().parents[2] / "docs" / "calibration" / "measured.csv"

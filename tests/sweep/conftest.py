@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import sweep_fake_kinds
 
-from scaleup.sweep import KINDS
+from scaleup.sweep import KindFunction, register_kind, unregister_kind
+from scaleup.sweep.kinds import BUILTIN_KINDS
 
-FAKE = sweep_fake_kinds.__name__
+FAKES = sweep_fake_kinds.FAKES
 
 
 @pytest.fixture
-def fake_kinds() -> dict[str, str]:
-    """The default registry plus ``square``/``failing``; ``bench``/``plan`` replaced by fakes."""
-    return {
-        **KINDS,
-        "square": f"{FAKE}:square",
-        "failing": f"{FAKE}:failing",
-        "slow_failing": f"{FAKE}:slow_failing",
-        "bench": f"{FAKE}:fake_bench",
-        "plan": f"{FAKE}:fake_plan",
-    }
+def fake_kinds() -> dict[str, KindFunction]:
+    """A kind mapping for ``run_sweep(kinds=...)``: the built-ins replaced by the fakes."""
+    return {**BUILTIN_KINDS, **FAKES}
+
+
+@pytest.fixture
+def registered_fakes() -> Iterator[dict[str, KindFunction]]:
+    """The fakes registered in the process-wide registry (as a user's code would), then removed."""
+    for name, function in FAKES.items():
+        register_kind(name, function, replace=True)
+    yield FAKES
+    for name in FAKES:
+        unregister_kind(name)

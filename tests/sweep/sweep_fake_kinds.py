@@ -1,4 +1,4 @@
-"""Cheap, deterministic point kinds for the sweep tests (imported by name on the workers)."""
+"""Cheap, deterministic point kinds for the sweep tests (pickled by reference to the workers)."""
 
 from __future__ import annotations
 
@@ -69,3 +69,13 @@ def slow_failing(point: dict[str, Any]) -> dict[str, Any]:
 
     time.sleep(0.02)
     return failing(point)
+
+
+#: The fakes by kind name: ``bench``/``plan`` stand-ins from a closed form, and test kinds.
+FAKES = {
+    "square": square,
+    "failing": failing,
+    "slow_failing": slow_failing,
+    "bench": fake_bench,
+    "plan": fake_plan,
+}

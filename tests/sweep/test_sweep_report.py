@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from scaleup.sweep import run_sweep
-from scaleup.sweep_report import build_report
-from scaleup.sweep_spec import point_id
+from scaleup.cli.sweep_report import build_report
+from scaleup.sweep import KindFunction, point_id, run_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -55,19 +54,10 @@ def _points() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import sweep_fake_kinds
+    from sweep_fake_kinds import FAKES
 
-    from scaleup.sweep import KINDS
-
-    name = sweep_fake_kinds.__name__
-    kinds = {
-        **KINDS,
-        "bench": f"{name}:fake_bench",
-        "plan": f"{name}:fake_plan",
-        "failing": f"{name}:failing",
-    }
     out = tmp_path_factory.mktemp("report") / "results.parquet"
-    run_sweep(_points(), out, serial=True, kinds=kinds)
+    run_sweep(_points(), out, serial=True, kinds=FAKES)
     return out
 
 
@@ -93,7 +83,7 @@ def test_report_writes_pngs_and_index_pages(results: Path, tmp_path: Path) -> No
     assert "<table>" in page
 
 
-def test_report_of_csv_and_only_errors(tmp_path: Path, fake_kinds: dict[str, str]) -> None:
+def test_report_of_csv_and_only_errors(tmp_path: Path, fake_kinds: dict[str, KindFunction]) -> None:
     run_sweep([{"kind": "failing", "x": 3}], tmp_path / "r.csv", serial=True, kinds=fake_kinds)
     summary = build_report(tmp_path / "r.csv", tmp_path / "out", title="only errors")
     assert summary.images == []

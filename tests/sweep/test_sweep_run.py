@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 
 from scaleup.errors import UsageError
-from scaleup.sweep import SweepProgress, evaluate_point, run_sweep
-from scaleup.sweep_spec import point_id
-from scaleup.sweep_store import ResultStore, read_rows
+from scaleup.sweep import (
+    KindFunction,
+    ResultStore,
+    SweepProgress,
+    evaluate_point,
+    point_id,
+    read_rows,
+    run_sweep,
+)
 
 #: Columns that legitimately differ between two runs of the same point.
 TIMING = ("elapsed_s",)
@@ -49,7 +55,7 @@ class _StopAfter:
             raise KeyboardInterrupt
 
 
-def test_evaluate_point_records_a_failure_as_data(fake_kinds: dict[str, str]) -> None:
+def test_evaluate_point_records_a_failure_as_data(fake_kinds: dict[str, KindFunction]) -> None:
     ok = evaluate_point({"kind": "failing", "x": 2}, fake_kinds)
     bad = evaluate_point({"kind": "failing", "x": 3}, fake_kinds)
     assert (ok["status"], ok["y"], ok["x"]) == ("ok", 4, 2)
@@ -62,7 +68,9 @@ def test_evaluate_point_records_a_failure_as_data(fake_kinds: dict[str, str]) ->
     assert "unknown point kind 'nope'" in unknown["error"]
 
 
-def test_failing_point_does_not_stop_the_sweep(tmp_path: Path, fake_kinds: dict[str, str]) -> None:
+def test_failing_point_does_not_stop_the_sweep(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
     summary = run_sweep(_grid(8, "failing"), tmp_path / "r.parquet", serial=True, kinds=fake_kinds)
     rows = read_rows(tmp_path / "r.parquet")
     assert (summary.total, summary.evaluated, summary.errors, summary.pending) == (8, 8, 1, 0)
@@ -72,7 +80,7 @@ def test_failing_point_does_not_stop_the_sweep(tmp_path: Path, fake_kinds: dict[
 
 
 def test_interrupted_dask_sweep_resumes_to_the_serial_result(
-    tmp_path: Path, fake_kinds: dict[str, str], client: Any
+    tmp_path: Path, fake_kinds: dict[str, KindFunction], client: Any
 ) -> None:
     points = _grid(40, "slow_failing")  # 10 tasks of 4 points, 80 ms each, on 2 workers
     out = tmp_path / "dask.parquet"
@@ -93,7 +101,9 @@ def test_interrupted_dask_sweep_resumes_to_the_serial_result(
     assert len(list(out.glob("part-*.parquet"))) == 1, "a finished sweep compacts its parts"
 
 
-def test_max_points_then_resume_serial_csv(tmp_path: Path, fake_kinds: dict[str, str]) -> None:
+def test_max_points_then_resume_serial_csv(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
     points = _grid(5, "failing") + _grid(5, "square")
     out = tmp_path / "r.csv"
     first = run_sweep(points, out, serial=True, max_points=3, kinds=fake_kinds)
@@ -106,7 +116,9 @@ def test_max_points_then_resume_serial_csv(tmp_path: Path, fake_kinds: dict[str,
     assert sum(r["status"] == "error" for r in rows) == 1
 
 
-def test_retry_errors_reevaluates_only_failures(tmp_path: Path, fake_kinds: dict[str, str]) -> None:
+def test_retry_errors_reevaluates_only_failures(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
     out = tmp_path / "r.parquet"
     run_sweep(_grid(5, "failing"), out, serial=True, kinds=fake_kinds)
     fixed = {**fake_kinds, "failing": fake_kinds["square"]}
@@ -120,7 +132,7 @@ def test_retry_errors_reevaluates_only_failures(tmp_path: Path, fake_kinds: dict
 
 
 def test_existing_output_needs_resume_or_overwrite(
-    tmp_path: Path, fake_kinds: dict[str, str]
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
 ) -> None:
     out = tmp_path / "r.parquet"
     run_sweep(_grid(2), out, serial=True, kinds=fake_kinds)
@@ -133,7 +145,7 @@ def test_existing_output_needs_resume_or_overwrite(
 
 
 def test_repeated_points_run_once_and_progress_counts(
-    tmp_path: Path, fake_kinds: dict[str, str]
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
 ) -> None:
     seen: list[SweepProgress] = []
     summary = run_sweep(
@@ -207,7 +219,9 @@ def test_real_bench_points_stopped_and_resumed_on_dask_equal_serial(
     assert {r["topology"] for r in ok} == {"dgx-h100", "mi300x-8"}
 
 
-def test_serial_interrupt_keeps_finished_rows(tmp_path: Path, fake_kinds: dict[str, str]) -> None:
+def test_serial_interrupt_keeps_finished_rows(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
     out = tmp_path / "r.parquet"
     with pytest.raises(KeyboardInterrupt):
         run_sweep(
@@ -219,7 +233,7 @@ def test_serial_interrupt_keeps_finished_rows(tmp_path: Path, fake_kinds: dict[s
 
 
 def test_scheduler_address_connects_to_a_running_cluster(
-    tmp_path: Path, fake_kinds: dict[str, str], client: Any
+    tmp_path: Path, fake_kinds: dict[str, KindFunction], client: Any
 ) -> None:
     address = client.scheduler.address
     summary = run_sweep(
@@ -228,3 +242,14 @@ def test_scheduler_address_connects_to_a_running_cluster(
     assert summary.mode == f"scheduler {address}"
     assert (summary.workers, summary.evaluated, summary.errors) == (2, 6, 1)
     assert len(client.scheduler_info()["workers"]) == 2, "the cluster outlives the sweep"
+
+
+@pytest.mark.parametrize("address", ["nonsense", "bogus://host:1", "tcp://127.0.0.1:"])
+def test_malformed_scheduler_address_is_a_usage_error(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction], address: str
+) -> None:
+    pytest.importorskip("distributed")
+    with pytest.raises(UsageError, match="cannot connect to the Dask scheduler"):
+        run_sweep(_grid(2), tmp_path / "r.parquet", scheduler=address, kinds=fake_kinds)
+    again = run_sweep(_grid(2), tmp_path / "r.parquet", serial=True, kinds=fake_kinds)
+    assert again.evaluated == 2, "an output with no rows yet is not 'already there'"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from scaleup.errors import SpecFileError
-from scaleup.sweep_spec import expand_spec, load_spec, load_spec_text, point_id, size_range
+from scaleup.sweep import expand_spec, load_spec, load_spec_text, point_id, size_range
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -36,7 +36,7 @@ def test_point_id_ignores_key_order_and_sees_values() -> None:
     assert point_id(a) != point_id({**a, "bytes": 16})
 
 
-def test_nodes_and_files_and_grid(tmp_path: Path) -> None:
+def test_nodes_and_files_and_grid(tmp_path: Path, registered_fakes: object) -> None:
     (tmp_path / "spec.toml").write_text(
         """
 [[bench]]

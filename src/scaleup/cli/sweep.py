@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -76,8 +77,7 @@ def sweep_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run every point of a sweep spec; results are written as they complete."""
-    from scaleup.sweep import run_sweep
-    from scaleup.sweep_spec import expand_spec, load_spec
+    from scaleup.sweep import SweepStopped, expand_spec, load_spec, run_sweep
 
     if serial and (scheduler or workers):
         raise UsageError(
@@ -103,7 +103,7 @@ def sweep_cmd(
         disable=quiet,
         transient=False,
     )
-    task = progress.add_task(loaded.name, total=len(points), errors=0, rate=0.0)
+    task = progress.add_task(escape(loaded.name), total=len(points), errors=0, rate=0.0)
     state: dict[str, Any] = {"done": 0, "total": len(points)}
 
     def on_progress(p: Any) -> None:
@@ -140,22 +140,35 @@ def sweep_cmd(
         finally:
             if state.get("started"):
                 progress.stop()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        saved, total = (
+            (stop.saved, stop.total)
+            if isinstance(stop, SweepStopped)
+            else (state["done"], state["total"])
+        )
         render.err_console.print(
-            f"interrupted: {state['done']} of {state['total']} points are saved in {output}; "
-            "run the same command with --resume to finish"
+            escape(
+                f"interrupted: {saved} of {total} points are saved in {output}; "
+                "run the same command with --resume to finish"
+            )
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+    for part in summary.damaged:
+        render.err_console.print(
+            escape(f"note: {part} was damaged; set aside, its points were evaluated again")
+        )
     if json_out:
         render.print_json(summary)
         return
     left = f", {summary.pending} left (--resume continues)" if summary.pending else ""
     render.console.print(
-        f"{summary.total} points: {summary.evaluated} evaluated ({summary.errors} errors), "
-        f"{summary.resumed} already done{left}; {summary.wall_s:.1f} s, {summary.mode}, "
-        f"{summary.workers} worker(s), {summary.batch_size} points/task -> {output}"
+        escape(
+            f"{summary.total} points: {summary.evaluated} evaluated ({summary.errors} errors), "
+            f"{summary.resumed} already done{left}; {summary.wall_s:.1f} s, {summary.mode}, "
+            f"{summary.workers} worker(s), {summary.batch_size} points/task -> {output}"
+        )
     )
 
 
@@ -170,15 +183,17 @@ def report_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Plot a sweep's results and write an index page (Markdown and self-contained HTML)."""
-    from scaleup.sweep_report import build_report
+    from scaleup.cli.sweep_report import build_report
 
     summary = build_report(results, output, title=title)
     if json_out:
         render.print_json(summary)
         return
     render.console.print(
-        f"{summary.points} points ({summary.errors} errors): {len(summary.images)} plots, "
-        f"{summary.index_md}, {summary.index_html}"
+        escape(
+            f"{summary.points} points ({summary.errors} errors): {len(summary.images)} plots, "
+            f"{summary.index_md}, {summary.index_html}"
+        )
     )
 
 

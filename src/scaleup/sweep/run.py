@@ -1,16 +1,17 @@
 """Design-space sweeps: evaluate many small, pure points on dask.distributed, resumably.
 
-A point is a JSON-able dict (see :mod:`scaleup.sweep_spec`); :func:`evaluate_point` turns it into
-one flat result row, whatever its kind (:mod:`scaleup.sweep_eval`: ``"bench"``, ``"plan"``, or
-any ``"module:function"``).
+A point is a JSON-able dict (see :mod:`scaleup.sweep.points`); :func:`evaluate_point` turns it into
+one flat result row, whatever its kind (a name in the registry of :mod:`scaleup.sweep.kinds`:
+``"bench"``, ``"plan"``, kinds registered in code or installed as entry points).
 
 Where the points run follows Dask's own default: no argument starts a ``LocalCluster`` (one
 single-threaded worker process per core), ``scheduler="tcp://host:8786"`` connects to a running
 one (``Client(address)``), an existing ``client=`` is used as is, and ``serial=True`` uses no Dask
 at all. Points travel in batches (tens per task) so per-task overhead does not dominate cheap
-points. Rows are written as soon as tasks finish (:class:`~scaleup.sweep_store.ResultStore`), so
+points. Rows are written as soon as tasks finish (:class:`~scaleup.sweep.store.ResultStore`), so
 ``resume=True`` after a Ctrl-C or a kill evaluates only what is missing. A point that raises is a
-row with ``status="error"`` and the error; the sweep goes on.
+row with ``status="error"`` and the error; the sweep goes on. A stopped sweep raises
+:class:`SweepStopped` (a ``KeyboardInterrupt``) saying how many points are saved.
 """
 
 from __future__ import annotations
@@ -22,36 +23,21 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
-from scaleup.sweep_eval import (
-    KINDS,
-    evaluate_batch,
-    evaluate_point,
-    lost_row,
-    register_kind,
-    topology_of,
-)
-from scaleup.sweep_spec import point_id
-from scaleup.sweep_store import ResultStore
+from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
+from scaleup.sweep.kinds import KindFunction, resolve_kinds
+from scaleup.sweep.points import point_id
+from scaleup.sweep.store import ResultStore
 
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = [
-    "KINDS",
-    "SweepProgress",
-    "SweepSummary",
-    "evaluate_batch",
-    "evaluate_point",
-    "register_kind",
-    "run_sweep",
-    "topology_of",
-]
+__all__ = ["SweepProgress", "SweepStopped", "SweepSummary", "default_batch_size", "run_sweep"]
 
 #: Points per Dask task at most: enough to hide the ~ms of scheduling per task.
 MAX_BATCH = 100
@@ -86,10 +72,22 @@ class SweepSummary:
     mode: str
     workers: int
     batch_size: int
+    damaged: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as a plain dict (the ``--json`` form)."""
         return asdict(self)
+
+
+class SweepStopped(KeyboardInterrupt):
+    """A sweep stopped early (Ctrl-C, SIGTERM, or a progress callback that raised
+    ``KeyboardInterrupt``): ``saved`` of ``total`` points are on disk at ``output``."""
+
+    def __init__(self, saved: int, total: int, output: str) -> None:
+        super().__init__(f"{saved} of {total} points are saved in {output}")
+        self.saved = saved
+        self.total = total
+        self.output = output
 
 
 def default_batch_size(n_points: int, n_workers: int) -> int:
@@ -103,8 +101,11 @@ def default_batch_size(n_points: int, n_workers: int) -> int:
 
 def _unique(points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     seen: dict[str, dict[str, Any]] = {}
-    for point in points:
-        seen.setdefault(point_id(point), point)
+    for i, point in enumerate(points):
+        try:
+            seen.setdefault(point_id(point), point)
+        except (TypeError, ValueError, AttributeError) as error:
+            raise UsageError(f"point {i} is not plain data: {error}", source="points") from None
     return list(seen.values()), list(seen)
 
 
@@ -123,14 +124,14 @@ def run_sweep(
     batch_size: int | None = None,
     max_points: int | None = None,
     progress: Callable[[SweepProgress], None] | None = None,
-    kinds: dict[str, str] | None = None,
+    kinds: Mapping[str, KindFunction] | None = None,
 ) -> SweepSummary:
     """Evaluate every point of a sweep and write the rows to ``output`` as they finish.
 
     Parameters
     ----------
     points
-        Point dicts (:func:`scaleup.sweep_spec.expand_spec`); repeated points run once.
+        Point dicts (:func:`scaleup.sweep.expand.expand_spec`); repeated points run once.
     output
         ``*.parquet`` (a Parquet dataset directory) or ``*.csv``.
     scheduler
@@ -153,9 +154,10 @@ def run_sweep(
         Evaluate at most this many of the missing points (then stop, resumable).
     progress
         Called with a :class:`SweepProgress` at the start and as rows finish; it may raise
-        (e.g. ``KeyboardInterrupt``) to stop the sweep, which keeps every finished row.
+        ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
     kinds
-        Kind registry (default :data:`KINDS`), sent with every task.
+        Kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
+        functions the points use are sent with every task.
 
     Returns
     -------
@@ -164,29 +166,26 @@ def run_sweep(
     Raises
     ------
     UsageError
-        ``output`` exists (without ``resume``/``overwrite``), or conflicting options.
+        ``output`` exists (without ``resume``/``overwrite``) or holds something a sweep did not
+        write, a point of an unknown kind, or conflicting options.
+    SweepStopped
+        Interrupted; the points finished so far are saved.
     """
     if serial and (scheduler or client):
         raise UsageError("serial=True runs without Dask; drop scheduler/client", source="--serial")
     if scheduler and client:
         raise UsageError("give a scheduler address or a client, not both", source="--scheduler")
-    kinds = dict(KINDS if kinds is None else kinds)
-    store = ResultStore(output)
-    if store.exists() and not resume:
-        if not overwrite:
-            raise UsageError(
-                "already exists; use --resume to continue it or --force to replace it",
-                source=str(output),
-            )
-        store.clear()
     unique, ids = _unique(points)
+    used = resolve_kinds((p.get("kind") for p in unique), kinds)
+    store = ResultStore(output)
+    store.prepare(resume=resume, overwrite=overwrite)
     finished = store.finished(include_errors=not retry_errors) if resume else set()
     todo = [p for p, i in zip(unique, ids, strict=True) if i not in finished]
     resumed = len(unique) - len(todo)
     if max_points is not None:
         todo = todo[: max(max_points, 0)]
     start = time.perf_counter()
-    state = {"done": resumed, "errors": 0}
+    state = {"done": resumed, "errors": 0, "saved": resumed}
 
     def report(rows: list[dict[str, Any]]) -> None:
         state["done"] += len(rows)
@@ -202,37 +201,49 @@ def run_sweep(
                 )
             )
 
-    def finish(rows: list[dict[str, Any]]) -> None:
+    def save(rows: list[dict[str, Any]]) -> None:
         store.append(rows)  # on disk before anyone hears of it: a Ctrl-C now loses nothing
+        state["saved"] += len(rows)
+
+    def finish(rows: list[dict[str, Any]]) -> None:
+        save(rows)
         report(rows)
 
-    report([])
-    mode, workers = ("serial" if serial else "nothing left to run"), 1
-    if serial or not todo:
-        size = batch_size or MAX_BATCH
-        rows: list[dict[str, Any]] = []
-        last = time.monotonic()
-        try:
-            for point in todo:
-                rows.append(evaluate_point(point, kinds))
-                if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
-                    batch, rows, last = rows, [], time.monotonic()
-                    finish(batch)
-        except BaseException:
-            store.append(rows)  # Ctrl-C between writes: keep what finished
+    mode, workers, size = (
+        ("serial" if serial else "nothing left to run"),
+        1,
+        batch_size or MAX_BATCH,
+    )
+    try:
+        report([])
+        if serial or not todo:
+            rows: list[dict[str, Any]] = []
+            last = time.monotonic()
+            try:
+                for point in todo:
+                    rows.append(evaluate_point(point, used))
+                    if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
+                        batch, rows, last = rows, [], time.monotonic()
+                        finish(batch)
+            except BaseException:
+                save(rows)  # Ctrl-C between writes: keep what finished
+                raise
+            finish(rows)
+        else:
+            mode, workers, size = _run_dask(
+                todo,
+                used,
+                finish,
+                scheduler=scheduler,
+                client=client,
+                n_workers=n_workers,
+                processes=processes,
+                batch_size=batch_size,
+            )
+    except KeyboardInterrupt as stop:
+        if isinstance(stop, SweepStopped):
             raise
-        finish(rows)
-    else:
-        mode, workers, size = _run_dask(
-            todo,
-            kinds,
-            finish,
-            scheduler=scheduler,
-            client=client,
-            n_workers=n_workers,
-            processes=processes,
-            batch_size=batch_size,
-        )
+        raise SweepStopped(state["saved"], len(unique), str(output)) from None
     evaluated = state["done"] - resumed
     if resumed + evaluated == len(unique):
         store.compact()
@@ -247,6 +258,7 @@ def run_sweep(
         mode=mode,
         workers=workers,
         batch_size=size,
+        damaged=list(store.damaged),
     )
 
 
@@ -256,7 +268,7 @@ def _chunks(items: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, A
 
 def _run_dask(
     todo: list[dict[str, Any]],
-    kinds: dict[str, str],
+    kinds: Mapping[str, KindFunction],
     finish: Callable[[list[dict[str, Any]]], None],
     *,
     scheduler: str | None,
@@ -270,13 +282,13 @@ def _run_dask(
     own: list[Any] = []  # what this call started, closed in reverse on the way out
     try:
         if client is None and scheduler:
-            client = Client(scheduler, set_as_default=False)
+            client = _connect(Client, scheduler)
             own.append(client)
             mode = f"scheduler {scheduler}"
         elif client is None:
-            with (
-                _deferred_interrupt()
-            ):  # a Ctrl-C mid-start would leave a half-built cluster behind
+            # A Ctrl-C or SIGTERM mid-start would leave a half-built cluster behind, which
+            # distributed then tries to close at exit, with a traceback.
+            with _deferred_interrupt():
                 cluster = LocalCluster(
                     n_workers=n_workers or os.cpu_count() or 1,
                     threads_per_worker=1,
@@ -315,17 +327,38 @@ def _run_dask(
             thing.close()
 
 
+def _connect(client_class: Any, address: str) -> Any:
+    """``Client(address)``, with an address that does not work as a one-line error.
+
+    The address is checked first: a ``Client`` whose constructor fails on a malformed one is
+    left half-built, and its finalizer prints a traceback at exit.
+    """
+    from distributed.comm import resolve_address
+
+    try:
+        resolve_address(address)
+        return client_class(address, set_as_default=False)
+    except (OSError, ValueError, TypeError) as error:  # refused, timed out, not an address
+        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UsageError(f"cannot connect to the Dask scheduler: {why}", source=address) from None
+
+
 @contextlib.contextmanager
 def _deferred_interrupt() -> Iterator[None]:
-    """Hold a Ctrl-C (SIGINT) until the block is done, then raise it (main thread only)."""
+    """Hold SIGINT and SIGTERM until the block is done, then hand them to the handlers they
+    would have reached (main thread only; a signal with no Python handler is left alone)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous: dict[int, Any] = {}
+    for held in (signal.SIGINT, signal.SIGTERM):
+        if callable(signal.getsignal(held)):
+            previous[held] = signal.signal(held, lambda sig, frame: caught.append(sig))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
+    for signum in dict.fromkeys(caught):
+        previous[signum](signum, None)

@@ -1,85 +1,36 @@
-"""Evaluating sweep points: the kind registry, one point into one flat row, failures as data.
+"""Evaluating sweep points: one point into one flat row, failures as data.
 
-A point's ``kind`` names the function that evaluates it through :data:`KINDS` (``"bench"`` -> one
-nccl-tests row, ``"plan"`` -> one planner result; see :mod:`scaleup.sweep_kinds`) or directly as
-``"package.module:function"``. Kinds travel as import paths, so a worker on another machine
-evaluates them the same way and tests can plug in cheap or failing kinds. A point that raises is
-a row with ``status="error"``, the error's type and its one-line message.
+A point's ``kind`` names the function that evaluates it in the kind registry
+(:mod:`scaleup.sweep.kinds`: ``"bench"``, ``"plan"``, kinds registered in code or installed as
+entry points); it is a name, never an import path. A point that raises is a row with
+``status="error"``, the error's type and its one-line message.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaleup.errors import ScaleupError, UsageError
-from scaleup.sweep_spec import HIDDEN_POINT_KEYS, canonical, point_id
+from scaleup.sweep.kinds import KindFunction, get_kind
+from scaleup.sweep.points import HIDDEN_POINT_KEYS, LEAD_COLUMNS, canonical, point_id
 
-if TYPE_CHECKING:
-    from scaleup.topology import Topology
-
-__all__ = [
-    "KINDS",
-    "LEAD_COLUMNS",
-    "evaluate_batch",
-    "evaluate_point",
-    "lost_row",
-    "register_kind",
-    "topology_of",
-]
-
-#: Point kind -> ``"module:function"`` that evaluates it: ``f(point: dict) -> dict`` of results.
-KINDS: dict[str, str] = {
-    "bench": "scaleup.sweep_kinds:bench_point",
-    "plan": "scaleup.sweep_kinds:plan_point",
-}
-#: Columns every row starts with, whatever its kind.
-LEAD_COLUMNS = ("point_id", "kind", "status", "error_type", "error", "elapsed_s")
+__all__ = ["evaluate_batch", "evaluate_point", "lost_row"]
 
 
-def register_kind(name: str, target: str) -> None:
-    """Name a point kind: ``target`` is ``"module:function"``, importable wherever points run.
-
-    >>> register_kind("doctest-kind", "math:sqrt")
-    >>> KINDS.pop("doctest-kind")
-    'math:sqrt'
-    """
-    if ":" not in target:
-        raise UsageError(f"kind target {target!r} is not 'module:function'", source=name)
-    KINDS[name] = target
-
-
-@functools.lru_cache(maxsize=256)
-def _import_target(target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    module, _, attr = target.partition(":")
-    func = getattr(importlib.import_module(module), attr, None)
-    if not callable(func):
-        raise UsageError(f"{target!r} is not a function", source=target)
-    return func
-
-
-def _kind_function(kind: str, kinds: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    target = kinds.get(kind, kind if ":" in kind else None)
-    if target is None:
+def _kind_function(kind: Any, kinds: Mapping[str, KindFunction] | None) -> KindFunction:
+    if kinds is None:
+        return get_kind(kind)
+    function = kinds.get(kind) if isinstance(kind, str) else None
+    if function is None:
         raise UsageError(
-            f"unknown point kind {kind!r} (one of {', '.join(sorted(kinds))})", source=kind
+            f"unknown point kind {kind!r} (one of {', '.join(sorted(kinds))})", source="kind"
         )
-    return _import_target(target)
-
-
-@functools.lru_cache(maxsize=64)
-def topology_of(label: str, text: str | None = None) -> Topology:
-    """The topology of a point, built once per process: ``text`` (an embedded file) or the
-    preset spec ``label`` (``"ualink-pod:n=64"``, ``"2xdgx-h100"``)."""
-    from scaleup.topology import loads, resolve_topology
-
-    return loads(text, source=label) if text is not None else resolve_topology(label)
+    return function
 
 
 def _flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -100,15 +51,18 @@ def _flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -> dict[str, Any]:
+def evaluate_point(
+    point: dict[str, Any], kinds: Mapping[str, KindFunction] | None = None
+) -> dict[str, Any]:
     """Evaluate one point into one flat row; never raises for a failing point.
 
     Parameters
     ----------
     point
-        A point dict with a ``kind`` key (see :mod:`scaleup.sweep_spec`).
+        A point dict with a ``kind`` key (see :mod:`scaleup.sweep.points`).
     kinds
-        Kind registry to resolve ``point["kind"]`` with (default :data:`KINDS`).
+        Kind name -> function to resolve ``point["kind"]`` with (default: the registry,
+        :func:`scaleup.sweep.kinds.get_kind`).
 
     Returns
     -------
@@ -118,7 +72,6 @@ def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -
         ``requested_<name>``, e.g. ``requested_algo = "tuned"`` next to ``algo = "ring"``), and
         ``point`` (the canonical JSON, to rebuild it).
     """
-    kinds = KINDS if kinds is None else kinds
     visible = {k: v for k, v in point.items() if k not in HIDDEN_POINT_KEYS}
     row: dict[str, Any] = {
         "point_id": point_id(point),
@@ -131,7 +84,7 @@ def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -
     start = time.perf_counter()
     result: dict[str, Any] = {}
     try:
-        result = _flatten(_kind_function(str(point.get("kind")), kinds)(dict(point)))
+        result = _flatten(_kind_function(point.get("kind"), kinds)(dict(point)))
     except Exception as error:  # noqa: BLE001 - a failing point is data, not a crash
         row["status"] = "error"
         row["error_type"] = type(error).__name__
@@ -140,7 +93,7 @@ def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -
     for key, value in visible.items():
         if key == "kind":
             continue
-        row[f"requested_{key}" if key in result else key] = value
+        row[f"requested_{key}" if key in result or key in row else key] = value
     row.update({k: v for k, v in result.items() if k not in LEAD_COLUMNS})
     row["point"] = canonical(visible)
     return row
@@ -153,7 +106,7 @@ def _describe(error: BaseException) -> str:
 
 
 def evaluate_batch(
-    points: Sequence[dict[str, Any]], kinds: dict[str, str] | None = None
+    points: Sequence[dict[str, Any]], kinds: Mapping[str, KindFunction] | None = None
 ) -> list[dict[str, Any]]:
     """Evaluate a batch of points in order (one Dask task)."""
     return [evaluate_point(p, kinds) for p in points]

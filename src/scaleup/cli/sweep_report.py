@@ -1,6 +1,6 @@
 """Sweep reports: PNG plots and an index page (Markdown, and self-contained HTML) from results.
 
-:func:`build_report` reads a results file (:mod:`scaleup.sweep_store`) and writes into a
+:func:`build_report` reads a results file (:mod:`scaleup.sweep.store`) and writes into a
 directory:
 
 - ``busbw_<collective>.png``: busbw (GB/s) and time (µs) against message size, one line per
@@ -13,13 +13,14 @@ directory:
 - ``index.md`` (images linked) and ``index.html`` (images embedded as base64 data URIs, so the
   one file can be mailed), with summary, peak-bandwidth, best-algorithm and error tables.
 
-Plots use matplotlib's Agg canvas directly (no pyplot, no global backend switch).
+Plots use matplotlib's Agg canvas directly (no pyplot, no global backend switch), in
+:mod:`scaleup.cli.sweep_plots`; the pages are :mod:`scaleup.cli.sweep_pages`. Rendering lives in
+``cli/``: the library (:mod:`scaleup.sweep`) only produces the rows.
 """
 
 from __future__ import annotations
 
-import base64
-import html
+import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,8 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaleup.sweep_plots import category_map, heatmap, line_plot
-from scaleup.sweep_store import read_rows
+from scaleup.cli.sweep_pages import Table, html_page, markdown_page
+from scaleup.cli.sweep_plots import category_map, heatmap, line_plot
+from scaleup.errors import UsageError
+from scaleup.sweep import read_rows
 from scaleup.units import format_bytes
 
 __all__ = ["ReportSummary", "build_report"]
@@ -96,11 +99,9 @@ def _requested_label(row: dict[str, Any]) -> str:
     return "tuned" if algo == proto == "tuned" else f"{algo}/{proto}"
 
 
-def _bench_section(
-    rows: list[dict[str, Any]], out: Path
-) -> tuple[list[str], list[tuple[str, list[str], list[list[str]]]]]:
+def _bench_section(rows: list[dict[str, Any]], out: Path) -> tuple[list[str], list[Table]]:
     images: list[str] = []
-    tables: list[tuple[str, list[str], list[list[str]]]] = []
+    tables: list[Table] = []
     multi_ranks = len({r.get("nranks") for r in rows}) > 1
     multi_dtype = len({r.get("dtype") for r in rows}) > 1
     peak_rows: list[list[str]] = []
@@ -182,9 +183,7 @@ def _first_column(rows: list[dict[str, Any]], candidates: Sequence[str], needle:
     return next((k for k in keys if needle in k and not k.startswith("requested_")), None)
 
 
-def _plan_section(
-    rows: list[dict[str, Any]], out: Path
-) -> tuple[list[str], list[tuple[str, list[str], list[list[str]]]]]:
+def _plan_section(rows: list[dict[str, Any]], out: Path) -> tuple[list[str], list[Table]]:
     images: list[str] = []
     memory = _first_column(rows, PLAN_MEMORY_COLUMNS, "memory")
     step = _first_column(rows, PLAN_STEP_COLUMNS, "time_s")
@@ -284,14 +283,49 @@ def build_report(
     Returns
     -------
     ReportSummary
+
+    Raises
+    ------
+    UsageError
+        ``results`` holds no sweep results (or a damaged part), or ``out_dir`` is not a
+        directory that can be written.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _writable_directory(out)
     rows = read_rows(results)
+    if not rows:
+        raise UsageError("holds no sweep results", source=str(results))
+    if not {"point_id", "status"} <= set(rows[0]):
+        raise UsageError(
+            "not a sweep's results (no point_id and status columns)", source=str(results)
+        )
+    try:
+        return _write_report(rows, results, out, title)
+    except OSError as error:
+        raise UsageError(
+            f"cannot write the report: {error.strerror or error}", source=str(out)
+        ) from None
+
+
+def _writable_directory(out: Path) -> None:
+    """Create ``out`` if needed; refuse a file, a device, or a place that cannot be written."""
+    if os.path.lexists(out) and not out.is_dir():
+        raise UsageError("is not a directory; a report is a directory of files", source=str(out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create: {error.strerror or error}", source=str(out)) from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError("cannot write into it (permission denied)", source=str(out))
+
+
+def _write_report(
+    rows: list[dict[str, Any]], results: str | Path, out: Path, title: str | None
+) -> ReportSummary:
     ok = [r for r in rows if r.get("status") == "ok"]
     errors = [r for r in rows if r.get("status") != "ok"]
     images: list[str] = []
-    tables: list[tuple[str, list[str], list[list[str]]]] = []
+    tables: list[Table] = []
     kinds = sorted({str(r.get("kind")) for r in rows})
     summary = [
         [
@@ -326,9 +360,9 @@ def build_report(
         )
     title = title or f"Sweep report: {Path(results).name}"
     index_md = out / "index.md"
-    index_md.write_text(_markdown(title, images, tables), encoding="utf-8")
+    index_md.write_text(markdown_page(title, images, tables), encoding="utf-8")
     index_html = out / "index.html"
-    index_html.write_text(_html(title, out, images, tables), encoding="utf-8")
+    index_html.write_text(html_page(title, out, images, tables), encoding="utf-8")
     return ReportSummary(str(out), images, str(index_md), str(index_html), len(rows), len(errors))
 
 
@@ -340,52 +374,3 @@ def _describe_point(row: dict[str, Any]) -> str:
     except ValueError:
         return str(row.get("point_id"))
     return " ".join(f"{k}={v}" for k, v in point.items() if k != "kind") or str(row.get("point_id"))
-
-
-def _markdown(
-    title: str, images: list[str], tables: list[tuple[str, list[str], list[list[str]]]]
-) -> str:
-    lines = [f"# {title}", ""]
-    for name, header, body in tables:
-        lines += [f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
-        lines.append("")
-    if images:
-        lines += ["## Plots", ""]
-        lines += [f"![{name}]({name})\n" for name in images]
-    return "\n".join(lines)
-
-
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:0 0 1.5em;font-size:.9em}
-th,td{border:1px solid #ccc;padding:.25em .6em}
-th{background:#f2f2f2}td{text-align:right}td:first-child,td:nth-child(2){text-align:left}
-figure{margin:1em 0}img{max-width:100%}figcaption{color:#666;font-size:.85em}"""
-
-
-def _html(
-    title: str, out: Path, images: list[str], tables: list[tuple[str, list[str], list[list[str]]]]
-) -> str:
-    esc = html.escape
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
-        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
-    ]
-    for name, header, body in tables:
-        parts.append(
-            f"<h2>{esc(name)}</h2><table><tr>"
-            + "".join(f"<th>{esc(h)}</th>" for h in header)
-            + "</tr>"
-        )
-        parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
-        parts.append("</table>")
-    if images:
-        parts.append("<h2>Plots</h2>")
-    for name in images:
-        data = base64.b64encode((out / name).read_bytes()).decode("ascii")
-        parts.append(
-            f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{esc(name)}</figcaption></figure>"
-        )
-    parts.append("</body></html>")
-    return "\n".join(parts)

@@ -1,0 +1,60 @@
+"""The index pages of a sweep report: Markdown with the plots linked, and one self-contained HTML
+file with the plots embedded as base64 data URIs (so it can be mailed)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+__all__ = ["Table", "html_page", "markdown_page"]
+
+#: A titled table: (title, header, rows of cells).
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def markdown_page(title: str, images: list[str], tables: list[Table]) -> str:
+    """``index.md``: the tables, then the PNGs (linked by name, next to the page)."""
+    lines = [f"# {title}", ""]
+    for name, header, body in tables:
+        lines += [f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+        lines.append("")
+    if images:
+        lines += ["## Plots", ""]
+        lines += [f"![{name}]({name})\n" for name in images]
+    return "\n".join(lines)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:0 0 1.5em;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f2f2f2}td{text-align:right}td:first-child,td:nth-child(2){text-align:left}
+figure{margin:1em 0}img{max-width:100%}figcaption{color:#666;font-size:.85em}"""
+
+
+def html_page(title: str, out: Path, images: list[str], tables: list[Table]) -> str:
+    """``index.html``: the tables, then the PNGs in ``out`` embedded, so nothing links outside."""
+    esc = html.escape
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
+    ]
+    for name, header, body in tables:
+        parts.append(
+            f"<h2>{esc(name)}</h2><table><tr>"
+            + "".join(f"<th>{esc(h)}</th>" for h in header)
+            + "</tr>"
+        )
+        parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in body]
+        parts.append("</table>")
+    if images:
+        parts.append("<h2>Plots</h2>")
+    for name in images:
+        data = base64.b64encode((out / name).read_bytes()).decode("ascii")
+        parts.append(
+            f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{esc(name)}</figcaption></figure>"
+        )
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,408 @@
+"""Sweep results on disk, appended as points finish, so an interrupted sweep loses nothing.
+
+Two formats, chosen by the output's suffix:
+
+- ``results.parquet``: a *Parquet dataset*, i.e. a directory of part files
+  (``part-000000.parquet``, ...). Each flush writes one new part file to a temporary name and
+  renames it into place, so a killed process leaves either the whole part or nothing. Any
+  Parquet reader takes the directory (``pyarrow.parquet.read_table("results.parquet")``).
+  A finished sweep compacts its parts into one.
+- ``results.csv``: one CSV file, appended row by row (rewritten, atomically, only when a new
+  column appears).
+
+Rows are flat dicts; the same ``point_id`` written twice (a resumed retry) keeps the last row.
+Columns of different parts are unified on read: mixed ints and floats become floats, any other
+clash becomes strings.
+
+A store only ever removes what scaleup wrote. A dataset directory carries a marker file
+(:data:`MARKER`); ``overwrite`` removes the marker and the part files and nothing else, and a
+directory without the marker, or with other files in it, is refused. A CSV is scaleup's when its
+header starts with :data:`~scaleup.sweep.points.LEAD_COLUMNS`. A part file that cannot be read
+(a truncated write, a bad disk) is an error naming it when reading results, and is set aside
+(renamed ``.damaged-part-...``) on ``resume`` so that its points are evaluated again.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from scaleup.errors import UsageError
+from scaleup.sweep.points import LEAD_COLUMNS
+
+__all__ = ["MARKER", "ResultStore", "read_results", "read_rows", "table_from_rows"]
+
+_PART = "part-{:06d}.parquet"
+_PART_RE = re.compile(r"part-(\d{6,})\.parquet")
+#: The file that marks a directory as a sweep's dataset (readers skip names starting with "_").
+MARKER = "_scaleup_sweep.json"
+#: Every name a store writes in its directory: the marker, parts, parts being written or set aside.
+_OWN_RE = re.compile(rf"(\.tmp-)?{re.escape(MARKER)}|(\.tmp-|\.damaged-)?part-\d{{6,}}\.parquet")
+#: What pyarrow raises for a file it cannot read as Parquet or CSV.
+_UNREADABLE = (pa.ArrowException, OSError, ValueError)
+
+
+def table_from_rows(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    """Rows with possibly different keys -> one table (missing values null; a column whose
+    values do not share a type is stored as strings)."""
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    arrays = []
+    for name in columns:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
+    return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+def _unify(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables whose columns differ in presence or type."""
+    if not tables:
+        return pa.table({})
+    types: dict[str, list[pa.DataType]] = {}
+    for table in tables:
+        for field in table.schema:
+            types.setdefault(field.name, []).append(field.type)
+    target: dict[str, pa.DataType] = {}
+    for name, seen in types.items():
+        kinds = {t for t in seen if not pa.types.is_null(t)}
+        if not kinds:
+            target[name] = pa.null()
+        elif len(kinds) == 1:
+            target[name] = kinds.pop()
+        elif all(pa.types.is_integer(t) for t in kinds):
+            target[name] = pa.int64()
+        elif all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in kinds):
+            target[name] = pa.float64()
+        else:
+            target[name] = pa.string()
+    fixed = []
+    for table in tables:
+        arrays = []
+        for name, dtype in target.items():
+            if name in table.column_names:
+                column = table.column(name)
+                arrays.append(column if column.type == dtype else column.cast(dtype))
+            else:
+                arrays.append(pa.nulls(table.num_rows, dtype))
+        fixed.append(pa.Table.from_arrays(arrays, names=list(target)))
+    return pa.concat_tables(fixed)
+
+
+def _dedupe(table: pa.Table) -> pa.Table:
+    """Keep the last row of each ``point_id`` (a retried point replaces its old row)."""
+    if "point_id" not in table.column_names or table.num_rows == 0:
+        return table
+    last: dict[str, int] = {}
+    for i, pid in enumerate(table.column("point_id").to_pylist()):
+        last[pid] = i
+    if len(last) == table.num_rows:
+        return table
+    return table.take(sorted(last.values()))
+
+
+def _part_number(path: Path) -> int:
+    match = _PART_RE.fullmatch(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def _parts(directory: Path) -> list[Path]:
+    """The dataset's part files, in the order they were written."""
+    try:
+        found = [p for p in directory.iterdir() if _part_number(p) >= 0 and p.is_file()]
+    except OSError as error:
+        raise UsageError(f"cannot read: {error.strerror or error}", source=str(directory)) from None
+    return sorted(found, key=_part_number)
+
+
+def _read_part(part: Path) -> pa.Table:
+    try:
+        return pq.read_table(part)
+    except _UNREADABLE as error:
+        raise UsageError(
+            f"damaged Parquet part ({_first_line(error)}); a sweep run again with --resume "
+            "evaluates its points again",
+            source=str(part),
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def read_results(path: str | Path) -> pa.Table:
+    """All finished rows at ``path`` (a Parquet dataset directory, a Parquet file or a CSV).
+
+    Raises
+    ------
+    UsageError
+        ``path`` does not exist, is not a results file, or holds a damaged part (named).
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _dedupe(_unify([_read_part(p) for p in _parts(path)]))
+    if not path.is_file():
+        raise UsageError("no such results file or directory", source=str(path))
+    try:
+        if path.suffix == ".csv":
+            if path.stat().st_size == 0:
+                return pa.table({})
+            options = pa_csv.ConvertOptions(strings_can_be_null=True)
+            return _dedupe(pa_csv.read_csv(path, convert_options=options))
+        return _dedupe(pq.read_table(path))
+    except _UNREADABLE as error:
+        raise UsageError(f"not a results file: {_first_line(error)}", source=str(path)) from None
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """:func:`read_results` as a list of dicts."""
+    return read_results(path).to_pylist()
+
+
+class ResultStore:
+    """An append-only results file or dataset at ``path`` (format from the suffix).
+
+    Parameters
+    ----------
+    path
+        ``*.csv`` for CSV; anything else is a Parquet dataset directory.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.is_csv = self.path.suffix == ".csv"
+        #: Part files found damaged and set aside by :meth:`finished` (their points are redone).
+        self.damaged: list[str] = []
+
+    def _survey(self) -> tuple[str, list[str]]:
+        """What is at ``path``: ``("none" | "empty" | "ours" | "foreign", [reasons or others])``."""
+        if not os.path.lexists(self.path):
+            return "none", []
+        if self.is_csv:
+            if not self.path.is_file():
+                return "foreign", ["is not a regular file"]
+            if self.path.stat().st_size == 0:
+                return "empty", []
+            if self._csv_header(limit=1 << 16)[: len(LEAD_COLUMNS)] == list(LEAD_COLUMNS):
+                return "ours", []
+            return "foreign", [f"is not a sweep's CSV (its header is not {','.join(LEAD_COLUMNS)})"]
+        if not self.path.is_dir():
+            return "foreign", ["is not a directory; a sweep writes a Parquet dataset (a directory)"]
+        try:
+            names = sorted(os.listdir(self.path))
+        except OSError as error:
+            raise UsageError(f"cannot read: {error.strerror or error}", source=str(self)) from None
+        if not names:
+            return "empty", []
+        if MARKER not in names:
+            return "foreign", [f"holds files but no {MARKER}: not a sweep's output"]
+        if not any(_PART_RE.fullmatch(n) for n in names):
+            return "empty", []  # a sweep that stopped before its first row: nothing to keep
+        return "ours", [n for n in names if not _OWN_RE.fullmatch(n)]
+
+    def exists(self) -> bool:
+        """Whether a sweep's results are there."""
+        return self._survey()[0] == "ours"
+
+    def prepare(self, *, resume: bool = False, overwrite: bool = False) -> None:
+        """Make ``path`` ready for a sweep, before any point runs.
+
+        A new path or an empty directory (or empty file) is taken; a sweep's own output is
+        continued (``resume``) or cleared (``overwrite``: only the files a store writes); anything
+        else is refused.
+
+        Raises
+        ------
+        UsageError
+            ``path`` holds something a sweep did not write, holds a sweep's output and neither
+            ``resume`` nor ``overwrite`` is given, or cannot be written.
+        """
+        what, notes = self._survey()
+        if what == "foreign":
+            raise UsageError(
+                f"{notes[0]}; not touching it (choose another output)", source=str(self)
+            )
+        if what == "ours" and not resume:
+            if not overwrite:
+                raise UsageError(
+                    "already exists; use --resume to continue it or --force to replace it",
+                    source=str(self),
+                )
+            if notes:
+                shown = ", ".join(notes[:3]) + (", ..." if len(notes) > 3 else "")
+                raise UsageError(
+                    f"also holds files a sweep did not write ({shown}); --force removes only a "
+                    "sweep's own files, so move those first",
+                    source=str(self),
+                )
+            self.clear()
+        try:
+            if self.is_csv:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.open("a", encoding="utf-8").close()
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                marker = {"written_by": "scaleup sweep", "format": "parquet dataset", "version": 1}
+                _write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
+        except OSError as error:
+            raise UsageError(
+                f"cannot write here: {error.strerror or error}", source=str(self)
+            ) from None
+
+    def clear(self) -> None:
+        """Remove the results a store wrote there (and only those)."""
+        try:
+            if self.is_csv:
+                self.path.unlink(missing_ok=True)
+            elif self.path.is_dir():
+                for entry in self.path.iterdir():
+                    if _OWN_RE.fullmatch(entry.name) and entry.is_file():
+                        entry.unlink()
+        except OSError as error:
+            raise UsageError(f"cannot clear: {error.strerror or error}", source=str(self)) from None
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def finished(self, *, include_errors: bool = True) -> set[str]:
+        """Ids of the points already recorded (optionally leaving out those that failed).
+
+        A damaged part file is renamed ``.damaged-<name>`` and listed in :attr:`damaged`; its
+        points count as not done.
+        """
+        if self.is_csv:
+            table = read_results(self.path) if self.path.is_file() else pa.table({})
+        elif self.path.is_dir():
+            tables = []
+            for part in _parts(self.path):
+                try:
+                    tables.append(pq.read_table(part))
+                except _UNREADABLE:
+                    self._set_aside(part)
+            table = _dedupe(_unify(tables))
+        else:
+            return set()
+        if "point_id" not in table.column_names:
+            return set()
+        ids = table.column("point_id").to_pylist()
+        if include_errors or "status" not in table.column_names:
+            return set(ids)
+        return {
+            i for i, s in zip(ids, table.column("status").to_pylist(), strict=True) if s == "ok"
+        }
+
+    def _set_aside(self, part: Path) -> None:
+        try:
+            os.replace(part, part.with_name(f".damaged-{part.name}"))
+        except OSError as error:
+            raise UsageError(
+                f"damaged Parquet part, and it cannot be set aside: {error.strerror or error}",
+                source=str(part),
+            ) from None
+        self.damaged.append(str(part))
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write ``rows`` durably now (a new part file, or appended CSV lines)."""
+        if not rows:
+            return
+        try:
+            if self.is_csv:
+                self._append_csv(rows)
+            else:
+                self._append_parquet(table_from_rows(rows))
+        except OSError as error:
+            raise UsageError(
+                f"cannot write results: {error.strerror or error}", source=str(self)
+            ) from None
+
+    def compact(self) -> None:
+        """Merge a dataset's parts into one (rows deduplicated); a no-op for CSV or one part."""
+        if self.is_csv or not self.path.is_dir():
+            return
+        parts = _parts(self.path)
+        if len(parts) <= 1:
+            return
+        table = read_results(self.path)
+        try:
+            self._append_parquet(table)  # written first: a kill here leaves duplicates, read as one
+            for part in parts:
+                part.unlink()
+        except OSError as error:
+            raise UsageError(
+                f"cannot compact: {error.strerror or error}", source=str(self)
+            ) from None
+
+    def _append_parquet(self, table: pa.Table) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        parts = _parts(self.path)
+        final = self.path / _PART.format(_part_number(parts[-1]) + 1 if parts else 0)
+        tmp = self.path / f".tmp-{final.name}"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+
+    def _append_csv(self, rows: Sequence[dict[str, Any]]) -> None:
+        header = self._csv_header()
+        new = [k for k in _keys(rows) if k not in header]
+        if header and not new:
+            with self.path.open("a", newline="", encoding="utf-8") as handle:
+                _write_csv(handle, header, rows, with_header=False)
+                handle.flush()
+                os.fsync(handle.fileno())
+            return
+        old: list[dict[str, Any]] = []
+        if header:
+            with self.path.open(newline="", encoding="utf-8") as handle:
+                old = list(csv.DictReader(handle))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".tmp-{self.path.name}")
+        with tmp.open("w", newline="", encoding="utf-8") as handle:
+            _write_csv(handle, header + new, [*old, *rows], with_header=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+
+    def _csv_header(self, limit: int = -1) -> list[str]:
+        """The CSV's first row (of at most ``limit`` characters; [] if it is not text)."""
+        if not self.path.is_file():
+            return []
+        try:
+            with self.path.open(newline="", encoding="utf-8") as handle:
+                lines = handle if limit < 0 else [handle.readline(limit)]
+                return next(csv.reader(lines), [])
+        except (UnicodeDecodeError, csv.Error):
+            return []
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _keys(rows: Iterable[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    return list(keys)
+
+
+def _write_csv(
+    handle: Any, header: list[str], rows: Iterable[dict[str, Any]], *, with_header: bool
+) -> None:
+    writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n", restval="")
+    if with_header:
+        writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
