@@ -20,23 +20,21 @@ def bench_point(point: dict[str, Any]) -> dict[str, Any]:
     (``"tuned"`` lets the tuner choose) -> :meth:`scaleup.report.BenchRow.to_dict`."""
     from scaleup.bench import bench_rows
     from scaleup.sweep_eval import topology_of
+    from scaleup.tune import BenchRequest
 
     topology = topology_of(point["topology"], point.get("topology_text"))
-    nbytes = int(point["bytes"])
     nranks = int(point.get("nranks", 0) or 0)
     algo = point.get("algo", "tuned")
     proto = point.get("proto", "tuned")
-    rows = bench_rows(
-        topology,
-        collective=point["collective"],
-        min_bytes=nbytes,
-        max_bytes=nbytes,
-        factor=2,
+    request = BenchRequest(
+        op=point["collective"],
+        sizes_bytes=(int(point["bytes"]),),
         dtype=point.get("dtype", "float32"),
-        nranks=nranks or None,
-        algo=None if algo == "tuned" else algo,
-        proto=None if proto == "tuned" else proto,
+        ranks=nranks or None,
+        algorithm=None if algo == "tuned" else algo,
+        protocol=None if proto == "tuned" else proto,
     )
+    rows = bench_rows(topology, request)
     row = rows[0].to_dict()
     # The spec's label ("2xdgx-h100", a file path) is what a reader grouped by; the built
     # topology's own name goes next to it.

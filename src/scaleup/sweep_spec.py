@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import ScaleupError, SpecFileError
 from scaleup.units import parse_size
 
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 #: Protocol names as NCCL spells them, plus "tuned" (let the tuner choose).
-PROTOCOLS = ("tuned", "simple", "ll", "ll128")
+PROTOCOLS = ("tuned", *PROTOCOL_NAMES)
 #: Keys of a point that are not copied into result columns (bulky, or the id itself).
 HIDDEN_POINT_KEYS = ("topology_text",)
 

@@ -66,15 +66,30 @@ VARIANT_CASES: tuple[tuple[str, ...], ...] = (
     ("--ranks", "3", "--op", "all_gather", "-b", "1K", "-e", "1G", "-f", "32", "--json"),
     ("--no-p2p", "-b", "1K", "-e", "1G", "-f", "32", "--json"),
     ("--tuner", "all", "-b", "8", "-e", "1G", "-f", "8", "--json"),
-    ("--algo", "ring", "--proto", "ll128", "--channels", "4", "-b", "1K", "-e", "1G", "-f", "32",
-     "--json"),  # fmt: skip
+    (
+        "--algo",
+        "ring",
+        "--proto",
+        "ll128",
+        "--channels",
+        "4",
+        *("-b", "1K", "-e", "1G", "-f", "32"),
+        "--json",
+    ),
     ("--algo", "tree", "-b", "1K", "-e", "1G", "-f", "32", "--json"),
     ("-d", "float16", "-b", "8", "-e", "1G", "-f", "16", "--json"),
     ("-d", "float64", "--op", "reduce_scatter", "-b", "8", "-e", "1G", "-f", "16", "--json"),
     ("--topology", "dgx-h100,mi300x-8", "-b", "1K", "-e", "1G", "-f", "32", "--json"),
     ("--topology", "ualink-pod:n=16", "-b", "8", "-e", "1G", "-f", "8", "--json"),
-    ("--topology", "pcie-8", "--ranks", "4", "--no-p2p", "-b", "1K", "-e", "1G", "-f", "32",
-     "--json"),  # fmt: skip
+    (
+        "--topology",
+        "pcie-8",
+        "--ranks",
+        "4",
+        "--no-p2p",
+        *("-b", "1K", "-e", "1G", "-f", "32"),
+        "--json",
+    ),
 )
 
 #: Whole text tables (header, columns, footer): file name -> args.

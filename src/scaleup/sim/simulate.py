@@ -29,27 +29,17 @@ import scipy.sparse as sp
 
 from scaleup import hardware
 from scaleup.collectives.schedule import OpKind, Schedule, _csr_rows
-from scaleup.collectives.spec import DTYPES
+from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import get_solver, maxmin, maxmin_entries, merge_constraints
-from scaleup.sim.network import LINK_CLASSES, Network, network_for
+from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.protocols import Protocol, protocol
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 
-__all__ = ["CompiledSchedule", "compile_schedule", "itemsize", "simulate", "simulate_many"]
-
-
-def itemsize(dtype: str) -> int:
-    """Bytes per element of a dtype name (``float32``, ``half``, ``bfloat16``...)."""
-    key = DTYPES.get(str(dtype).lower())
-    if key is None:
-        raise UsageError(
-            f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPES))}", source="dtype"
-        )
-    return 2 if key == "bfloat16" else int(np.dtype(key).itemsize)
+__all__ = ["CompiledSchedule", "compile_schedule", "simulate", "simulate_many"]
 
 
 def _rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None) -> np.ndarray:
@@ -80,14 +70,23 @@ class CompiledSchedule:
         What to time, and on what.
     ranks
         Schedule rank ``r`` runs on accelerator ``ranks[r]`` (default: the first n).
+    network
+        The topology's :class:`~scaleup.sim.network.Network` to add routes to, shared by every
+        schedule compiled on it by one owner (a tuning session); default a new one.
     """
 
     def __init__(
-        self, schedule: Schedule, topology: Topology, ranks: Sequence[int] | None = None
+        self,
+        schedule: Schedule,
+        topology: Topology,
+        ranks: Sequence[int] | None = None,
+        network: Network | None = None,
     ) -> None:
+        if network is not None and network.topology != topology:
+            raise UsageError("the network belongs to another topology", source="network")
         self.schedule = schedule
         self.topology = topology
-        self.net: Network = network_for(topology)
+        self.net: Network = Network(topology) if network is None else network
         self.rank_map = _rank_map(schedule, topology, ranks)
         t = schedule.table
         n = self.n_ops = t.n_ops
@@ -115,8 +114,8 @@ class CompiledSchedule:
                     error.message, source=topology.name, entry=error.entry, op=int(i)
                 ) from None
         self.route = route
-        # Route ids are global to the (cached) network, so their order depends on what this
-        # process simulated before; variables are ordered by a key of this schedule alone so that
+        # Route ids are global to the (shared) network, so their order depends on what its owner
+        # compiled before; variables are ordered by a key of this schedule alone so that
         # the solver adds the same floats in the same order in every process (bit-for-bit runs).
         canon = np.zeros(n, dtype=np.int64)
         n_p2p_routes = 0
@@ -483,10 +482,15 @@ class _Run:
 
 
 def compile_schedule(
-    schedule: Schedule, topology: Topology, *, ranks: Sequence[int] | None = None
+    schedule: Schedule,
+    topology: Topology,
+    *,
+    ranks: Sequence[int] | None = None,
+    network: Network | None = None,
 ) -> CompiledSchedule:
-    """Bind ``schedule`` to ``topology`` once, to run it for several protocols or sizes."""
-    return CompiledSchedule(schedule, topology, ranks)
+    """Bind ``schedule`` to ``topology`` once, to run it for several protocols or sizes
+    (``network``: see :class:`CompiledSchedule`)."""
+    return CompiledSchedule(schedule, topology, ranks, network)
 
 
 def simulate(
