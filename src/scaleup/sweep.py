@@ -209,14 +209,16 @@ def run_sweep(
     report([])
     mode, workers = ("serial" if serial else "nothing left to run"), 1
     if serial or not todo:
+        from scaleup.tune import TuneSession
+
         size = batch_size or MAX_BATCH
         rows: list[dict[str, Any]] = []
-        last = time.monotonic()
+        last, session = time.monotonic(), TuneSession()  # one tuning session per batch
         try:
             for point in todo:
-                rows.append(evaluate_point(point, kinds))
+                rows.append(evaluate_point(point, kinds, session=session))
                 if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
-                    batch, rows, last = rows, [], time.monotonic()
+                    batch, rows, last, session = rows, [], time.monotonic(), TuneSession()
                     finish(batch)
         except BaseException:
             store.append(rows)  # Ctrl-C between writes: keep what finished

@@ -5,12 +5,17 @@ nccl-tests row, ``"plan"`` -> one planner result; see :mod:`scaleup.sweep_kinds`
 ``"package.module:function"``. Kinds travel as import paths, so a worker on another machine
 evaluates them the same way and tests can plug in cheap or failing kinds. A point that raises is
 a row with ``status="error"``, the error's type and its one-line message.
+
+A batch of points (one Dask task) is evaluated in one :class:`~scaleup.tune.TuneSession`, handed
+to every kind function that takes a ``session`` keyword: points of one fabric and collective at
+other sizes reuse its compiled and checked schedules, and nothing outlives the batch.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import json
 import time
 import traceback
@@ -23,6 +28,7 @@ from scaleup.sweep_spec import HIDDEN_POINT_KEYS, canonical, point_id
 
 if TYPE_CHECKING:
     from scaleup.topology import Topology
+    from scaleup.tune import TuneSession
 
 __all__ = [
     "KINDS",
@@ -100,7 +106,19 @@ def _flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -> dict[str, Any]:
+def _call(func: Callable[..., dict[str, Any]], point: dict[str, Any], session: Any) -> Any:
+    """``func(point)``, with ``session=`` when given and the function takes it."""
+    if session is not None and "session" in inspect.signature(func).parameters:
+        return func(point, session=session)
+    return func(point)
+
+
+def evaluate_point(
+    point: dict[str, Any],
+    kinds: dict[str, str] | None = None,
+    *,
+    session: TuneSession | None = None,
+) -> dict[str, Any]:
     """Evaluate one point into one flat row; never raises for a failing point.
 
     Parameters
@@ -109,6 +127,8 @@ def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -
         A point dict with a ``kind`` key (see :mod:`scaleup.sweep_spec`).
     kinds
         Kind registry to resolve ``point["kind"]`` with (default :data:`KINDS`).
+    session
+        The tuning session of the batch, for kinds that take one.
 
     Returns
     -------
@@ -131,7 +151,8 @@ def evaluate_point(point: dict[str, Any], kinds: dict[str, str] | None = None) -
     start = time.perf_counter()
     result: dict[str, Any] = {}
     try:
-        result = _flatten(_kind_function(str(point.get("kind")), kinds)(dict(point)))
+        func = _kind_function(str(point.get("kind")), kinds)
+        result = _flatten(_call(func, dict(point), session))
     except Exception as error:  # noqa: BLE001 - a failing point is data, not a crash
         row["status"] = "error"
         row["error_type"] = type(error).__name__
@@ -155,8 +176,11 @@ def _describe(error: BaseException) -> str:
 def evaluate_batch(
     points: Sequence[dict[str, Any]], kinds: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """Evaluate a batch of points in order (one Dask task)."""
-    return [evaluate_point(p, kinds) for p in points]
+    """Evaluate a batch of points in order (one Dask task), in one tuning session."""
+    from scaleup.tune import TuneSession
+
+    session = TuneSession()
+    return [evaluate_point(p, kinds, session=session) for p in points]
 
 
 def lost_row(point: dict[str, Any], error: BaseException) -> dict[str, Any]:
