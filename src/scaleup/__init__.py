@@ -7,9 +7,9 @@ The public API, by the question it answers. Names resolve lazily, so that ``impo
 - Fabric: :class:`Topology`, :func:`resolve_topology`, :func:`load_topology`, :mod:`scaleup.topology.analysis`.
 - Collectives: :class:`CollectiveSpec`, :class:`Schedule`, :class:`ScheduleBuilder`,
   :func:`build_schedule`, :func:`verify`.
-- Cost on a fabric: :func:`simulate` (one schedule), :func:`tune` and :class:`TuneSession` (what
-  NCCL would pick), :func:`collective_time_s` (the planner's question), :class:`BenchRequest` and
-  :func:`bench_rows` (nccl-tests' table).
+- Cost on a fabric: :func:`simulate` (one schedule), :class:`TuneSession` (what NCCL would pick;
+  one size in one call: :func:`scaleup.tune.tune`), :func:`collective_time_s` (the planner's
+  question), :class:`BenchRequest` and :func:`bench_rows` (nccl-tests' table).
 - Memory semantics for real: :mod:`scaleup.runtime` (``init``, ``alloc``, ``all_reduce``, ``launch``).
 - The single larger memory: :func:`plan`.
 - Sweeps: :func:`run_sweep`.
@@ -34,7 +34,6 @@ _EXPORTS = {
     "verify": "scaleup.collectives.verify",
     "simulate": "scaleup.sim",
     "collective_time_s": "scaleup.tune",
-    "tune": "scaleup.tune",
     "TuneSession": "scaleup.tune",
     "BenchRequest": "scaleup.tune",
     "bench_rows": "scaleup.bench",

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -38,7 +38,18 @@ from scaleup.report import BenchRow
 from scaleup.topology.model import Topology
 from scaleup.units import parse_size
 
-__all__ = ["FLAG_OF", "bench_cmd", "register", "request_from_flags", "split_topologies"]
+if TYPE_CHECKING:
+    from scaleup.tune import BenchRequest
+
+__all__ = [
+    "FLAG_OF",
+    "BenchFlags",
+    "bench_cmd",
+    "flag_errors",
+    "register",
+    "request_from_flags",
+    "split_topologies",
+]
 
 #: Default fabric of the simulated table.
 DEFAULT_TOPOLOGY = "dgx-h100"
@@ -92,7 +103,7 @@ def flag_errors(flag_of: dict[str, str]) -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class _Flags:
+class BenchFlags:
     """The flags of one ``scaleup bench`` call, as typed."""
 
     min_bytes: str
@@ -115,7 +126,7 @@ class _Flags:
     warmup: int | None
 
 
-def request_from_flags(flags: _Flags) -> tuple[Any, SweepArgs]:
+def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
     """The one place flags become a :class:`~scaleup.tune.request.BenchRequest` (and the header's
     echo of the sweep); with ``--runtime``, ``-n`` is the number of ranks."""
     from scaleup.tune import BenchRequest, nccl_sizes
@@ -139,7 +150,7 @@ def request_from_flags(flags: _Flags) -> tuple[Any, SweepArgs]:
     return request, args
 
 
-def _check_mode(flags: _Flags) -> None:
+def _check_mode(flags: BenchFlags) -> None:
     """Refuse the flags of the other mode (simulated or measured) with one line."""
     if flags.runtime is None:
         if flags.nprocs is not None or flags.iters is not None or flags.warmup is not None:
@@ -179,7 +190,7 @@ def _progress_bar() -> Any:
     )
 
 
-def _topologies(flags: _Flags) -> dict[str, Topology]:
+def _topologies(flags: BenchFlags) -> dict[str, Topology]:
     from scaleup.topology import resolve_topology
 
     labels = split_topologies(flags.topology or DEFAULT_TOPOLOGY)
@@ -192,7 +203,9 @@ def _topologies(flags: _Flags) -> dict[str, Topology]:
     return dict(zip(labels, topos, strict=True))
 
 
-def _simulate(flags: _Flags, request: Any) -> tuple[dict[str, list[BenchRow]], dict[str, Topology]]:
+def _simulate(
+    flags: BenchFlags, request: BenchRequest
+) -> tuple[dict[str, list[BenchRow]], dict[str, Topology]]:
     from scaleup.bench import bench_rows
     from scaleup.tune import TuneSession
 
@@ -210,7 +223,7 @@ def _simulate(flags: _Flags, request: Any) -> tuple[dict[str, list[BenchRow]], d
     return series, topos
 
 
-def _measure(flags: _Flags, request: Any) -> dict[str, list[BenchRow]]:
+def _measure(flags: BenchFlags, request: BenchRequest) -> dict[str, list[BenchRow]]:
     from scaleup.bench import runtime_rows
 
     assert flags.runtime is not None  # noqa: S101 - the caller dispatches on it
@@ -223,7 +236,7 @@ def _render(
     series: dict[str, list[BenchRow]],
     topos: dict[str, Topology],
     args: SweepArgs,
-    flags: _Flags,
+    flags: BenchFlags,
     output: tuple[bool, bool, Path | None],
 ) -> None:
     json_out, csv_out, plot = output
@@ -309,7 +322,7 @@ def bench_cmd(
     warmup: int | None = _OPTIONS["warmup"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
-    flags = _Flags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
+    flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
                    channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
