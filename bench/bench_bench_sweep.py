@@ -4,8 +4,8 @@ Usage (from the repository root)::
 
     python bench/bench_bench_sweep.py [--repeat 3] [PRESET ...]
 
-Targets (issue 4): dgx-h100 <= 2 s, gb200-nvl72 <= 5 s. Each run starts from cold caches (the
-tuner's per-topology caches and the verification cache are cleared), so the figure is what a
+Targets (issue 4): dgx-h100 <= 2 s, gb200-nvl72 <= 5 s. Each run tunes in a fresh
+:class:`~scaleup.tune.TuneSession` (the tuner keeps no state outside it), so the figure is what a
 fresh ``scaleup bench`` process pays after import. Prints one line per preset; the best of
 ``--repeat`` runs counts.
 """
@@ -17,15 +17,9 @@ import platform
 import time
 
 from scaleup.bench import bench_rows
-from scaleup.sim import tuner
 from scaleup.topology import resolve_topology
 
 TARGETS_S = {"dgx-h100": 2.0, "gb200-nvl72": 5.0}
-
-
-def _cold() -> None:
-    tuner._cached_context.cache_clear()  # noqa: SLF001 - benchmark resets the tuner's caches
-    tuner.verified.cache_clear()
 
 
 def main() -> None:
@@ -39,9 +33,8 @@ def main() -> None:
         best = float("inf")
         rows = []
         for _ in range(args.repeat):
-            _cold()
             start = time.perf_counter()
-            rows = bench_rows(topo, "all_reduce", 8, 8 * 1024**3, 2)
+            rows = bench_rows(topo)  # all_reduce, 8 B .. 8 GiB, x2, in a fresh session
             best = min(best, time.perf_counter() - start)
         target = TARGETS_S.get(name)
         verdict = (

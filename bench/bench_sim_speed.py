@@ -99,7 +99,7 @@ def tuned(preset: str) -> None:
     from scaleup.bench import bench_rows
 
     t0 = time.perf_counter()
-    rows = bench_rows(preset, "all_reduce", 8, 8 * 2**30, 2)
+    rows = bench_rows(preset)  # the default request: all_reduce, 8 B .. 8 GiB, x2
     el = time.perf_counter() - t0
     big = rows[-1]
     print(

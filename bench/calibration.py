@@ -303,9 +303,9 @@ class Comparison:
 def _simulate(
     model: SystemModel, collective: str, nbytes: int, algo: str | None
 ) -> tuple[float, float, str, str]:
-    from scaleup.bench import busbw_gb_per_s, nccl_size_and_count
-    from scaleup.collectives.spec import numpy_dtype
-    from scaleup.sim.tuner import tune
+    from scaleup.bench import busbw_gb_per_s
+    from scaleup.collectives.spec import itemsize, nccl_size_and_count
+    from scaleup.tune import tune
     from scaleup.topology import resolve_topology
 
     assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled systems
@@ -313,7 +313,7 @@ def _simulate(
     if model.no_p2p:
         topo = topo.with_peer_access(False)
     n = model.ranks or len(topo.accelerators)
-    size, _, _ = nccl_size_and_count(collective, nbytes, numpy_dtype("float32").itemsize, n)
+    size, _, _ = nccl_size_and_count(collective, nbytes, itemsize("float32"), n)
     choice = tune(topo, collective, size, nranks=n, algo=algo)
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
     return choice.time_s * 1e6, busbw, choice.algorithm, choice.protocol

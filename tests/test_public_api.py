@@ -15,3 +15,12 @@ def test_every_public_name_resolves(name):
 def test_unknown_names_raise_attribute_error():
     with pytest.raises(AttributeError, match="no attribute"):
         scaleup.not_a_thing  # noqa: B018
+
+
+def test_no_public_name_is_also_a_subpackage():
+    """``scaleup.tune`` is the package; a function of that name would be shadowed by it as soon
+    as anything imports the package."""
+    import importlib.util
+
+    clashes = [n for n in scaleup.__all__ if importlib.util.find_spec(f"scaleup.{n}") is not None]
+    assert not clashes

@@ -1,12 +1,15 @@
 """scaleup: model, simulate and run memory-semantic scale-up fabrics and their collectives.
 
-The public API, by the question it answers (names resolve lazily, so ``import scaleup`` stays
-cheap for the command line):
+The public API, by the question it answers. Names resolve lazily, so that ``import scaleup``
+(which every worker process of the runtime pays) stays cheap; this module sits above every layer
+(docs/architecture.md), so a lazy lookup here hides no import arrow.
 
 - Fabric: :class:`Topology`, :func:`resolve_topology`, :func:`load_topology`, :mod:`scaleup.topology.analysis`.
 - Collectives: :class:`CollectiveSpec`, :class:`Schedule`, :class:`ScheduleBuilder`,
   :func:`build_schedule`, :func:`verify`.
-- Cost on a fabric: :func:`simulate`, :func:`tune`, :func:`collective_time_s`, :func:`bench_rows`.
+- Cost on a fabric: :func:`simulate` (one schedule), :class:`TuneSession` (what NCCL would pick;
+  one size in one call: :func:`scaleup.tune.tune`), :func:`collective_time_s` (the planner's
+  question), :class:`BenchRequest` and :func:`bench_rows` (nccl-tests' table).
 - Memory semantics for real: :mod:`scaleup.runtime` (``init``, ``alloc``, ``all_reduce``, ``launch``).
 - The single larger memory: :func:`plan`.
 - Sweeps: :func:`run_sweep`.
@@ -30,8 +33,9 @@ _EXPORTS = {
     "build_schedule": "scaleup.collectives.algorithms",
     "verify": "scaleup.collectives.verify",
     "simulate": "scaleup.sim",
-    "collective_time_s": "scaleup.sim",
-    "tune": "scaleup.sim.tuner",
+    "collective_time_s": "scaleup.tune",
+    "TuneSession": "scaleup.tune",
+    "BenchRequest": "scaleup.tune",
     "bench_rows": "scaleup.bench",
     "BenchRow": "scaleup.report",
     "plan": "scaleup.workload",

@@ -7,6 +7,7 @@ import pytest
 from scaleup.bench import bench_rows, nccl_size_and_count, sizes
 from scaleup.collectives.spec import COLLECTIVES, busbw_factor
 from scaleup.errors import UsageError
+from scaleup.tune import BenchRequest
 
 
 def test_sizes_follow_nccl_tests():
@@ -26,7 +27,8 @@ def test_blocked_counts_truncate_to_multiple_of_ranks():
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_rows_have_nccl_tests_factors(collective):
-    rows = bench_rows("dgx-h100", collective, min_bytes=1024, max_bytes=16 * 1024**2, factor=16)
+    request = BenchRequest(op=collective, sizes_bytes=tuple(sizes(1024, 16 * 1024**2, 16)))
+    rows = bench_rows("dgx-h100", request)
     assert [r.bytes for r in rows] == [1024, 16384, 262144, 4194304]
     for r in rows:
         assert r.time_us > 0
@@ -45,7 +47,7 @@ def test_rows_have_nccl_tests_factors(collective):
 
 
 def test_time_grows_with_size_and_ranks_flag():
-    rows = bench_rows("dgx-h100", min_bytes=8, max_bytes=1 << 30, factor=8, nranks=4)
+    rows = bench_rows("dgx-h100", BenchRequest(sizes_bytes=tuple(sizes(8, 1 << 30, 8)), ranks=4))
     assert all(r.nranks == 4 for r in rows)
     times = [r.time_us for r in rows]
     assert times == sorted(times)
@@ -59,15 +61,14 @@ def test_no_p2p_is_slower_on_pcie8_inside_a_socket():
 
     t = resolve_topology("pcie-8")
     size = 64 * 1024**2
-    p2p = bench_rows(t, min_bytes=size, max_bytes=size, nranks=4)[0]
-    staged = bench_rows(t.with_peer_access(False), min_bytes=size, max_bytes=size, nranks=4)[0]
+    request = BenchRequest(sizes_bytes=(size,), ranks=4)
+    p2p = bench_rows(t, request)[0]
+    staged = bench_rows(t.with_peer_access(False), request)[0]
     assert staged.time_us > 1.5 * p2p.time_us
 
 
 def test_bad_arguments():
-    with pytest.raises(UsageError):
-        bench_rows("dgx-h100", "all_sum")
-    with pytest.raises(UsageError):
-        bench_rows("dgx-h100", nranks=0)
-    with pytest.raises(UsageError):
-        bench_rows("dgx-h100", "broadcast", root=8, max_bytes=64)
+    with pytest.raises(UsageError, match="ranks must be in 1..8"):
+        bench_rows("dgx-h100", BenchRequest(sizes_bytes=(64,), ranks=9))
+    with pytest.raises(UsageError, match="root must be in 0..7"):
+        bench_rows("dgx-h100", BenchRequest(op="broadcast", root=8, sizes_bytes=(64,)))

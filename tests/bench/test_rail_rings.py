@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from scaleup.bench import bench_rows
-from scaleup.sim.tuner import rail_ring_orders
+from scaleup.collectives.algorithms.ring_orders import rail_ring_orders
+from scaleup.tune import BenchRequest
 
 
 @pytest.mark.parametrize(("servers", "per_server"), [(2, 8), (4, 8), (3, 4), (2, 1)])
@@ -37,6 +38,6 @@ def test_uneven_servers_have_no_rail_orders():
 def test_two_server_all_gather_uses_every_nic():
     """2 x DGX H100, 8 x 400 Gb/s NICs per server: a ring's busbw is bounded by the NICs'
     aggregate (~8 x 47.5 GB/s) and, with a rail per channel, reaches most of it."""
-    row = bench_rows("2xdgx-h100", "all_gather", min_bytes=1 << 30, max_bytes=1 << 30)[0]
+    row = bench_rows("2xdgx-h100", BenchRequest(op="all_gather", sizes_bytes=(1 << 30,)))[0]
     assert row.algo == "ring"
     assert 4 * 47.5 < row.busbw_gb_per_s <= 8 * 50.0

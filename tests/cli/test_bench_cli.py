@@ -143,3 +143,52 @@ def test_runtime_dispatch():
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [r["bytes"] for r in rows] == [1024, 2048, 4096]
+
+
+def test_runtime_reports_the_redop_and_root_asked_for():
+    """``--runtime shm -o max`` used to report ``redop sum`` (the runtime path dropped -o, -r)."""
+    result = _run(
+        "--runtime", "shm", "-n", "2", "--op", "reduce", "-o", "max", "-r", "1",
+        "-b", "1K", "-e", "1K", "--iters", "1", "--warmup", "0", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.output)[0]
+    assert (row["redop"], row["root"], row["runtime"], row["nranks"]) == ("max", 1, "shm", 2)
+
+
+@pytest.mark.parametrize(
+    ("flag", "args"),
+    [
+        ("--topology", ["--topology", "pcie-8"]),
+        ("--ranks", ["--ranks", "2"]),
+        ("--proto", ["--proto", "ll"]),
+        ("--channels", ["--channels", "2"]),
+        ("--tuner", ["--tuner", "all"]),
+        ("--no-p2p", ["--no-p2p"]),
+    ],
+)
+def test_simulator_flags_are_refused_with_runtime(flag, args):
+    result = _run("--runtime", "shm", "-n", "2", *args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {flag}:")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["-o", "avg"], "-o"),
+        (["--proto", "fast"], "--proto"),
+        (["--algo", "tree", "--op", "all_to_all"], "--algo"),
+        (["--ranks", "99"], "--ranks"),
+        (["--op", "broadcast", "-r", "8"], "-r"),
+        (["--channels", "0"], "--channels"),
+        (["--tuner", "mine"], "--tuner"),
+        (["-b", "1M", "-e", "8"], "-b/-e"),
+        (["--runtime", "shm", "-n", "2", "--op", "reduce", "-r", "2"], "-r"),
+    ],
+)
+def test_request_errors_name_the_flag(args, flag):
+    result = _run(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {flag}:"), result.output

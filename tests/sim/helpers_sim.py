@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scaleup import hardware
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
+from scaleup.sim import params as P
+from scaleup.sim.network import LINK_CLASSES, Network
+from scaleup.sim.protocols import protocol as get_protocol
 from scaleup.topology.generators import switched
 from scaleup.topology.model import Device, Link, Topology
 
@@ -39,3 +46,38 @@ def ring_all_reduce(n: int, count: int, channels: int = 1) -> Schedule:
     return build_schedule(
         "ring", CollectiveSpec("all_reduce", nranks=n, count=count), channels=channels
     )
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """``launch_s``, per-step ``alpha_s`` and per-rank ``beta_bytes_per_s`` of a fabric."""
+
+    launch_s: float
+    alpha_s: float
+    beta_bytes_per_s: float
+
+
+def alpha_beta(
+    topology: Topology,
+    *,
+    protocol: str = "simple",
+    channels: int = 1,
+    ranks: Sequence[int] | None = None,
+) -> AlphaBeta:
+    """Alpha-beta figures of a uniform topology from the simulator's parameters, for the oracle
+    (:func:`scaleup.collectives.cost.time_s`).
+
+    ``alpha`` is the protocol step latency plus the hardware latency of the route from the first
+    to the second rank; ``beta`` the smaller of rank 0's injection bandwidth (its channels at
+    their achievable rate, times the payload efficiency) and ``channels`` thread-block caps.
+    """
+    proto = get_protocol(protocol)
+    net = Network(topology)
+    order = list(ranks) if ranks is not None else [0, 1]
+    route = net.routes[net.transfer_route(order[0], order[1])]
+    alpha = proto.step_latency_s[LINK_CLASSES[route.link_class]] + route.latency_s
+    dev = int(net.acc_devices[order[0]])
+    inject = float(net.ch_capacity[net.ch_src == dev].sum()) * proto.payload_efficiency
+    arch = str(hardware.accelerator(topology.accelerators[order[0]].type).arch)
+    beta = min(inject, channels * proto.cta_bytes_per_s(arch))
+    return AlphaBeta(P.KERNEL_LAUNCH_S + proto.launch_latency_s, alpha, beta)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers_sim import ring_all_reduce, uniform_switch
+from helpers_sim import alpha_beta, ring_all_reduce, uniform_switch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ def test_ring_all_gather_matches_cost(n: int, blocks: int, protocol: str) -> Non
     topo = uniform_switch(n)
     spec = CollectiveSpec("all_gather", nranks=n, count=n * blocks)
     r = simulate(build_schedule("ring", spec), topo, protocol=protocol)
-    ab = cost.alpha_beta(topo, protocol=protocol)
+    ab = alpha_beta(topo, protocol=protocol)
     expected = cost.time_s(
         "ring",
         "all_gather",
@@ -42,7 +42,7 @@ def test_ring_all_gather_matches_cost(n: int, blocks: int, protocol: str) -> Non
 def test_ring_all_reduce_dataflow_matches_cost(n: int, per: int) -> None:
     topo = uniform_switch(n)
     r = simulate(ring_all_reduce(n, n * per), topo)
-    ab = cost.alpha_beta(topo)
+    ab = alpha_beta(topo)
     expected = cost.time_s(
         "ring",
         "all_reduce",

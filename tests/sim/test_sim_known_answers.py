@@ -209,3 +209,19 @@ def test_host_launch_and_nvls_base_latency() -> None:
     )
     fixed = P.KERNEL_LAUNCH_S + P.SWITCH_STEP_LATENCY_S
     assert fixed < r.time_s < fixed + 2e-6
+
+
+def test_a_network_serves_only_its_own_topology() -> None:
+    """Routes are shared only between schedules on one topology (a tuning session's network)."""
+    from scaleup.errors import UsageError
+    from scaleup.sim import Network
+
+    dgx = resolve_topology("dgx-h100")
+    ring = build_schedule("ring", CollectiveSpec("all_reduce", nranks=8, count=64))
+    with pytest.raises(UsageError, match="another topology"):
+        compile_schedule(ring, dgx, network=Network(resolve_topology("dgx-h200")))
+    net = Network(dgx)
+    compile_schedule(ring, dgx, network=net)
+    routes = len(net.routes)
+    compile_schedule(ring, resolve_topology("dgx-h100"), network=net)  # an equal topology
+    assert len(net.routes) == routes > 0

@@ -75,3 +75,41 @@ def test_single_accelerator() -> None:
     assert A.bisection_gb_per_s(t) == 0.0
     assert A.is_uniform(t)
     assert A.max_hops(t) == 0
+
+
+# ---- the tuner's predicates -------------------------------------------------------------------
+
+
+def test_nvls_capable_needs_reducing_nvlink_switches_in_one_server() -> None:
+    dgx = resolve_topology("dgx-h100")
+    assert A.nvls_capable(dgx)
+    assert A.nvls_capable(dgx, [0, 3, 5])
+    assert not A.nvls_capable(dgx.with_peer_access(False))
+    assert not A.nvls_capable(resolve_topology("dgx-a100"))  # NVSwitch gen2: no SHARP
+    assert not A.nvls_capable(resolve_topology("mi300x-8"))  # no switch at all
+    two = resolve_topology("2xdgx-h100")
+    assert not A.nvls_capable(two)
+    assert A.nvls_capable(two, [8, 9, 15])  # a group inside the second server
+
+
+def test_nvlink_class_reads_the_link_family() -> None:
+    assert A.nvlink_class(resolve_topology("dgx-h100"))
+    assert A.nvlink_class(resolve_topology("h100-nvl-pair"))
+    assert not A.nvlink_class(resolve_topology("pcie-8"))
+    assert not A.nvlink_class(resolve_topology("mi300x-8"))  # xGMI is not NVLink
+    assert not A.nvlink_class(resolve_topology("dgx-h100").with_peer_access(False))
+
+
+def test_links_per_accelerator_counts_scale_up_links_only() -> None:
+    assert A.links_per_accelerator(resolve_topology("dgx-h100")) == 18
+    assert A.links_per_accelerator(resolve_topology("2xdgx-h100")) == 18  # NICs left out
+    assert A.links_per_accelerator(resolve_topology("pcie-8")) == 0  # PCIe is a host link
+    mesh = full_mesh(4, "MI300X", tech="xgmi-mi300x", links_per_pair=2)
+    assert A.links_per_accelerator(mesh) == 6
+
+
+def test_full_mesh_and_rank_nodes() -> None:
+    assert A.is_full_mesh(resolve_topology("mi300x-8"))
+    assert not A.is_full_mesh(resolve_topology("dgx-h100"))  # through switches
+    assert not A.is_full_mesh(resolve_topology("mi300x-8"), [0, 1])  # two ranks: a pair
+    assert A.rank_nodes(resolve_topology("2xdgx-h100"), [0, 7, 8]) == (0, 0, 1)

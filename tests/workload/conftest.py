@@ -8,5 +8,5 @@ from workload_fake_timer import fake_collective_time_s
 
 @pytest.fixture
 def fake_timer():
-    """The closed-form stand-in for ``scaleup.sim.collective_time_s``."""
+    """The closed-form stand-in for ``scaleup.tune.collective_time_s``."""
     return fake_collective_time_s

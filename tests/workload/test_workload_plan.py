@@ -95,11 +95,8 @@ def test_tp_candidates() -> None:
     assert tp_candidates(72, 9) == [1, 2, 4, 8]
 
 
-def test_with_the_simulator_when_available() -> None:
-    """End to end with the real ``scaleup.sim.collective_time_s`` (skipped until it lands)."""
-    sim = pytest.importorskip("scaleup.sim")
-    if not hasattr(sim, "collective_time_s"):
-        pytest.skip("scaleup.sim.collective_time_s not available yet")
+def test_with_the_tuner() -> None:
+    """End to end with the real timer (:class:`scaleup.tune.CollectiveTimer`)."""
     r = plan("llama-8b", "dgx-h100", tp=8, dp=1, seq=2048)
     times = {c.call.collective: c.time_s for c in r.step.calls}
     assert set(times) == {"all_gather", "reduce_scatter"}

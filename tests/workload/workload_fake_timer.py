@@ -1,4 +1,4 @@
-"""A local alpha-beta stand-in for ``scaleup.sim.collective_time_s`` (tests only).
+"""A local alpha-beta stand-in for ``scaleup.tune.collective_time_s`` (tests only).
 
 The planner's communication comes from the simulator; these tests check the planner's own
 bookkeeping, so they use a closed-form timer that is fast and easy to reason about:

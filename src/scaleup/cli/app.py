@@ -9,26 +9,20 @@ its flag instead (``--channels``).
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 from typing import Any
 
 import click
 import typer
 from typer.core import TyperGroup
 
+from scaleup.cli import bench, plan, run, schedule, sweep, topo
 from scaleup.errors import ScaleupError
 
 __all__ = ["COMMAND_MODULES", "app", "main"]
 
-#: Modules that each define ``register(app)``; one per command group.
-COMMAND_MODULES = (
-    "scaleup.cli.topo",
-    "scaleup.cli.schedule",
-    "scaleup.cli.bench",
-    "scaleup.cli.run",
-    "scaleup.cli.plan",
-    "scaleup.cli.sweep",
-)
+#: Modules that each define ``register(app)``; one per command group, in help order.
+COMMAND_MODULES: tuple[ModuleType, ...] = (topo, schedule, bench, run, plan, sweep)
 
 
 class ScaleupGroup(TyperGroup):
@@ -91,13 +85,7 @@ def _root(
 
 
 def _register_all() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name == name:  # that command group is not written yet
-                continue
-            raise
+    for module in COMMAND_MODULES:
         module.register(app)
 
 

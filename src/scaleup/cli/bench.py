@@ -4,28 +4,71 @@ With no flags it prints what ``all_reduce_perf -b 8 -e 8G -f 2 -g 8`` prints on 
 simulated: nccl-tests' header, its columns (size, count, type, redop, root, time, algbw, busbw)
 plus the tuner's algo, proto and channels and ``linkbw`` (busiest channel), and its footer
 ``# Avg bus bandwidth``. ``--topology a,b`` compares fabrics side by side in one table.
+
+The flags map to the fields of one :class:`~scaleup.tune.request.BenchRequest` in one place
+(:func:`request_from_flags`), and the library's errors, which name fields, are reported with the
+flag (:data:`FLAG_OF`). With ``--runtime`` the simulator's flags (``--topology``, ``--ranks``,
+``--proto``, ``--channels``, ``--tuner``, ``--no-p2p``) are refused, not ignored; ``-n`` is the
+number of ranks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from scaleup.cli import render
-from scaleup.collectives.spec import COLLECTIVES, REDOPS
+from scaleup.cli.bench_table import (
+    SweepArgs,
+    footer_lines,
+    runtime_header,
+    sim_header,
+    table_lines,
+)
+from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES, REDOPS
 from scaleup.errors import UsageError
 from scaleup.report import BenchRow
+from scaleup.topology.model import Topology
 from scaleup.units import parse_size
 
-__all__ = ["bench_cmd", "register", "split_topologies"]
+if TYPE_CHECKING:
+    from scaleup.tune import BenchRequest
 
-_PROTOCOLS = ("ll", "ll128", "simple")
-_RUNTIMES = ("shm", "pipe", "mpi")
+__all__ = [
+    "FLAG_OF",
+    "BenchFlags",
+    "bench_cmd",
+    "flag_errors",
+    "register",
+    "request_from_flags",
+    "split_topologies",
+]
+
+#: Default fabric of the simulated table.
+DEFAULT_TOPOLOGY = "dgx-h100"
+#: BenchRequest field (an error's ``source``) -> the flag that sets it.
+FLAG_OF = {
+    "op": "--op",
+    "sizes_bytes": "-b/-e",
+    "min_bytes/max_bytes": "-b/-e",
+    "factor": "-f",
+    "dtype": "-d",
+    "redop": "-o",
+    "root": "-r",
+    "ranks": "--ranks",
+    "algorithm": "--algo",
+    "protocol": "--proto",
+    "channels": "--channels",
+    "family": "--tuner",
+    "runtime": "--runtime",
+}
 
 
 def split_topologies(text: str) -> list[str]:
@@ -47,145 +90,92 @@ def split_topologies(text: str) -> list[str]:
     return out
 
 
-def _fmt_time(us: float) -> str:
-    """nccl-tests' time format: 2 decimals below 100 us, 1 below 10 ms, none above."""
-    if us >= 10_000:
-        return f"{us:.0f}"
-    if us >= 100:
-        return f"{us:.1f}"
-    return f"{us:.2f}"
+@contextlib.contextmanager
+def flag_errors(flag_of: dict[str, str]) -> Iterator[None]:
+    """Re-raise a UsageError whose source is a library field with the flag that sets it."""
+    try:
+        yield
+    except UsageError as error:
+        flag = flag_of.get(error.source or "")
+        if flag is None:
+            raise
+        raise type(error)(error.message, source=flag, entry=error.entry) from None
 
 
-def _fmt_bw(gb_per_s: float | None) -> str:
-    return "" if gb_per_s is None else f"{gb_per_s:.2f}"
+@dataclass(frozen=True)
+class BenchFlags:
+    """The flags of one ``scaleup bench`` call, as typed."""
+
+    min_bytes: str
+    max_bytes: str
+    factor: float
+    op: str
+    dtype: str
+    redop: str
+    root: int
+    ranks: int | None
+    algo: str | None
+    proto: str | None
+    channels: int | None
+    tuner: str | None
+    no_p2p: bool
+    topology: str | None
+    runtime: str | None
+    nprocs: int | None
+    iters: int | None
+    warmup: int | None
 
 
-def _header_lines(label: str, topo: Any, rows: list[BenchRow], args: dict[str, Any]) -> list[str]:
-    from scaleup.topology import analysis
+def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
+    """The one place flags become a :class:`~scaleup.tune.request.BenchRequest` (and the header's
+    echo of the sweep); with ``--runtime``, ``-n`` is the number of ranks."""
+    from scaleup.tune import BenchRequest, nccl_sizes
 
-    accs = topo.accelerators[: rows[0].nranks] if rows else topo.accelerators
-    types = sorted({a.type for a in accs})
-    per_gpu = analysis.per_accelerator_gb_per_s(topo)
-    lines = [
-        f"# scaleup bench (simulated) {label}: {args['op']} minBytes {args['min_bytes']} "
-        f"maxBytes {args['max_bytes']} step: {args['factor']:g}(factor) dtype {args['dtype']}",
-        f"# Topology {topo.name}: {len(accs)} x {'/'.join(types)}, {len(topo.switches)} switches, "
-        f"{len(topo.nodes)} server(s), {per_gpu:.1f} GB/s per GPU per direction, "
-        f"peer access {'on' if topo.peer_access else 'off (host-staged)'}",
-        "#",
-        "# Using devices",
-    ]
-    if len(accs) <= 16:
-        lines += [
-            f"#  Rank {r:2d} device {a.id} node {a.node} {a.type}" for r, a in enumerate(accs)
-        ]
-    else:
-        lines.append(
-            f"#  Ranks 0..{len(accs) - 1}: devices {accs[0].id} .. {accs[-1].id} ({len(accs)} x {'/'.join(types)})"
+    lo, hi = parse_size(flags.min_bytes, source="-b"), parse_size(flags.max_bytes, source="-e")
+    args = SweepArgs(flags.op, lo, hi, flags.factor, flags.dtype)
+    flag_of = {**FLAG_OF, "ranks": "-n"} if flags.runtime is not None else FLAG_OF
+    with flag_errors(flag_of):
+        request = BenchRequest(
+            op=flags.op,
+            sizes_bytes=tuple(nccl_sizes(lo, hi, flags.factor)),
+            dtype=flags.dtype,
+            redop=flags.redop,
+            root=flags.root,
+            ranks=flags.nprocs if flags.runtime is not None else flags.ranks,
+            algorithm=flags.algo,
+            protocol=flags.proto,
+            channels=flags.channels,
+            family=flags.tuner or "nccl",
         )
-    return lines
+    return request, args
 
 
-#: nccl-tests' type column names.
-_NCCL_TYPE = {
-    "float32": "float",
-    "float": "float",
-    "float16": "half",
-    "half": "half",
-    "float64": "double",
-    "double": "double",
-    "bfloat16": "bfloat16",
-}
-_W_TIME, _W_BW = 9, 8
+def _check_mode(flags: BenchFlags) -> None:
+    """Refuse the flags of the other mode (simulated or measured) with one line."""
+    if flags.runtime is None:
+        if flags.nprocs is not None or flags.iters is not None or flags.warmup is not None:
+            raise UsageError("-n, --iters and --warmup need --runtime", source="-n")
+        return
+    sim_only = {
+        "--topology": flags.topology is not None,
+        "--ranks": flags.ranks is not None,
+        "--proto": flags.proto is not None,
+        "--channels": flags.channels is not None,
+        "--tuner": flags.tuner is not None,
+        "--no-p2p": flags.no_p2p,
+    }
+    given = [flag for flag, is_given in sim_only.items() if is_given]
+    if given:
+        raise UsageError(
+            f"{given[0]} applies to the simulator; --runtime measures this machine's processes "
+            "(-n sets their number)",
+            source=given[0],
+        )
+    if flags.nprocs is None or flags.nprocs < 1:
+        raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
 
 
-def _line(cells: list[tuple[str, int]]) -> str:
-    return " ".join(text.rjust(width) for text, width in cells)
-
-
-def _common_cells(r: BenchRow, with_count: bool) -> list[tuple[str, int]]:
-    cells = [(str(r.bytes), 12)]
-    if with_count:
-        cells.append((str(r.count), 12))
-    return cells + [(_NCCL_TYPE.get(r.dtype, r.dtype), 8), (r.redop, 6), (str(r.root), 5)]
-
-
-def _sim_cells(
-    r: BenchRow, *, with_count: bool = False, compact: bool = False
-) -> list[tuple[str, int]]:
-    cells = [(str(r.count), 12)] if with_count else []
-    cells += [(_fmt_time(r.time_us), _W_TIME)]
-    if not compact:
-        cells.append((_fmt_bw(r.algbw_gb_per_s), _W_BW))
-    cells += [(_fmt_bw(r.busbw_gb_per_s), _W_BW), (_fmt_bw(r.linkbw_gb_per_s), _W_BW)]
-    if compact:
-        return [*cells, (f"{r.algo}/{r.proto}/{r.channels}", 20)]
-    return [*cells, (r.algo, 12), (r.proto, 6), (str(r.channels), 8)]
-
-
-def _table_lines(series: dict[str, list[BenchRow]]) -> list[str]:
-    """nccl-tests' plain-text table (fixed-width columns, '#' header lines), so nothing truncates."""
-    labels = list(series)
-    first = series[labels[0]]
-    head = [("size", 12), ("count", 12), ("type", 8), ("redop", 6), ("root", 5)]
-    units = [("(B)", 12), ("(elements)", 12), ("", 8), ("", 6), ("", 5)]
-    per = [
-        ("time", _W_TIME),
-        ("algbw", _W_BW),
-        ("busbw", _W_BW),
-        ("linkbw", _W_BW),
-        ("algo", 12),
-        ("proto", 6),
-        ("channels", 8),
-    ]
-    per_units = [
-        ("(us)", _W_TIME),
-        ("(GB/s)", _W_BW),
-        ("(GB/s)", _W_BW),
-        ("(GB/s)", _W_BW),
-        ("", 12),
-        ("", 6),
-        ("", 8),
-    ]
-    if len(labels) == 1:
-        lines = ["#" + _line(head + per)[1:], "#" + _line(units + per_units)[1:]]
-        return lines + [_line(_common_cells(r, True) + _sim_cells(r)) for r in first]
-    same_count = all([r.count for r in s] == [r.count for r in first] for s in series.values())
-    if not same_count:
-        head, units = [head[0], *head[2:]], [units[0], *units[2:]]
-    group = ([] if same_count else [("count", 12)]) + [
-        ("time", _W_TIME),
-        ("busbw", _W_BW),
-        ("linkbw", _W_BW),
-        ("algo/proto/ch", 20),
-    ]
-    group_units = ([] if same_count else [("(elements)", 12)]) + [
-        ("(us)", _W_TIME),
-        ("(GB/s)", _W_BW),
-        ("(GB/s)", _W_BW),
-        ("", 20),
-    ]
-    width = len(_line(group))
-    lines = [
-        "#" + " " * len(_line(head)) + "".join(" " + lab[:width].center(width) for lab in labels)
-    ]
-    lines.append("#" + _line(head + group * len(labels))[1:])
-    lines.append("#" + _line(units + group_units * len(labels))[1:])
-    for i, r0 in enumerate(first):
-        cells = _common_cells(r0, same_count)
-        for label in labels:
-            rows = series[label]
-            if i < len(rows):
-                cells += _sim_cells(rows[i], with_count=not same_count, compact=True)
-        lines.append(_line(cells))
-    return lines
-
-
-def _echo(line: str) -> None:
-    render.console.print(line, markup=False, highlight=False)
-
-
-def _progress_runner(total_topologies: int) -> Any:
+def _progress_bar() -> Any:
     """A rich progress bar on stderr when it is a terminal, else None."""
     if not sys.stderr.isatty():
         return None
@@ -200,183 +190,150 @@ def _progress_runner(total_topologies: int) -> Any:
     )
 
 
-def _simulate_all(
-    labels: list[str], topologies: list[Any], kwargs: dict[str, Any]
-) -> dict[str, list[BenchRow]]:
+def _topologies(flags: BenchFlags) -> dict[str, Topology]:
+    from scaleup.topology import resolve_topology
+
+    labels = split_topologies(flags.topology or DEFAULT_TOPOLOGY)
+    topos = [resolve_topology(t) for t in labels]
+    if flags.no_p2p:
+        topos = [t.with_peer_access(False) for t in topos]
+        labels = [f"{lab}:no-p2p" for lab in labels]
+    if len(set(labels)) != len(labels):
+        raise UsageError("--topology lists the same fabric twice", source="--topology")
+    return dict(zip(labels, topos, strict=True))
+
+
+def _simulate(
+    flags: BenchFlags, request: BenchRequest
+) -> tuple[dict[str, list[BenchRow]], dict[str, Topology]]:
     from scaleup.bench import bench_rows
+    from scaleup.tune import TuneSession
 
-    bar = _progress_runner(len(labels))
+    topos = _topologies(flags)
+    session = TuneSession()  # one session: structures checked once for every fabric
+    bar = _progress_bar()
     series: dict[str, list[BenchRow]] = {}
-    if bar is None:
-        for label, topo in zip(labels, topologies, strict=True):
-            series[label] = bench_rows(topo, **kwargs)
-        return series
-    with bar:
-        for label, topo in zip(labels, topologies, strict=True):
-            task = bar.add_task(f"bench {label}", total=None)
-            update: Callable[[int, int], None] = lambda done, total, t=task: bar.update(
-                t, completed=done, total=total
-            )  # noqa: E731
-            series[label] = bench_rows(topo, progress=update, **kwargs)
-    return series
+    with bar if bar is not None else contextlib.nullcontext(), flag_errors(FLAG_OF):
+        for label, topo in topos.items():
+            update: Callable[[int, int], None] | None = None
+            if bar is not None:
+                task = bar.add_task(f"bench {label}", total=None)
+                update = lambda done, total, t=task: bar.update(t, completed=done, total=total)  # noqa: E731
+            series[label] = bench_rows(topo, request, session=session, progress=update)
+    return series, topos
 
 
-def _runtime_rows(
-    runtime: str,
-    nprocs: int,
-    op: str,
-    sizes_bytes: list[int],
-    dtype: str,
-    algo: str | None,
-    iters: int | None,
-    warmup: int | None,
-) -> list[BenchRow]:
-    try:
-        from scaleup.runtime import measure  # noqa: PLC0415 - optional stream, imported lazily
-    except ImportError as error:
-        raise UsageError("runtime measurement not available", source="--runtime") from error
-    fn = getattr(measure, "bench_rows", None)
-    if fn is None:
-        raise UsageError("runtime measurement not available", source="--runtime")
-    return list(fn(runtime, nprocs, op, sizes_bytes, dtype, algo, iters, warmup))
+def _measure(flags: BenchFlags, request: BenchRequest) -> dict[str, list[BenchRow]]:
+    from scaleup.bench import runtime_rows
+
+    assert flags.runtime is not None  # noqa: S101 - the caller dispatches on it
+    with flag_errors({**FLAG_OF, "ranks": "-n"}):
+        rows = runtime_rows(request, flags.runtime, iters=flags.iters, warmup=flags.warmup)
+    return {f"runtime-{flags.runtime}": rows}
 
 
-def bench_cmd(
-    min_bytes: str = typer.Option("8", "-b", "--minbytes", help="Smallest size (e.g. 8, 64K, 1M)."),
-    max_bytes: str = typer.Option(
-        "8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."
-    ),
-    factor: float = typer.Option(
-        2.0, "-f", "--stepfactor", help="Multiply the size by this (> 1)."
-    ),
-    op: str = typer.Option("all_reduce", "--op", help="Collective: " + "|".join(COLLECTIVES) + "."),
-    dtype: str = typer.Option(
-        "float32", "-d", "--dtype", help="Element type (float32, float16, int32, ...)."
-    ),
-    redop: str = typer.Option("sum", "-o", "--redop", help="Reduction: " + "|".join(REDOPS) + "."),
-    root: int = typer.Option(0, "-r", "--root", help="Root rank of broadcast and reduce."),
-    ranks: int | None = typer.Option(None, "--ranks", help="Use the first N accelerators."),
-    algo: str | None = typer.Option(
-        None, "--algo", help="Force an algorithm (ring, tree, nvls, direct, ...)."
-    ),
-    proto: str | None = typer.Option(None, "--proto", help="Force a protocol: ll|ll128|simple."),
-    channels: int | None = typer.Option(None, "--channels", help="Force a channel count."),
-    tuner: str = typer.Option(
-        "nccl",
-        "--tuner",
-        help="Algorithms the tuner picks from: nccl|all (adds direct, recursive).",
-    ),
-    no_p2p: bool = typer.Option(
-        False, "--no-p2p", help="Peer access off: stage through host memory."
-    ),
-    topology: str = typer.Option(
-        "dgx-h100", "--topology", help="Preset, Nx<preset>, file; a,b compares."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
-    csv_out: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
-    plot: Path | None = typer.Option(
-        None, "--plot", help="Also write busbw vs size to this image."
-    ),
-    runtime: str | None = typer.Option(None, "--runtime", help="Measure for real: shm|pipe|mpi."),
-    nprocs: int | None = typer.Option(None, "-n", "--nprocs", help="Processes for --runtime."),
-    iters: int | None = typer.Option(
-        None, "--iters", help="Timed iterations per size (--runtime)."
-    ),
-    warmup: int | None = typer.Option(
-        None, "--warmup", help="Warm-up iterations per size (--runtime)."
-    ),
+def _render(
+    series: dict[str, list[BenchRow]],
+    topos: dict[str, Topology],
+    args: SweepArgs,
+    flags: BenchFlags,
+    output: tuple[bool, bool, Path | None],
 ) -> None:
-    """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
-    from scaleup.bench import sizes
-
-    lo = parse_size(min_bytes, source="-b")
-    hi = parse_size(max_bytes, source="-e")
-    size_list = sizes(lo, hi, factor)
-    if op not in COLLECTIVES:
-        raise UsageError(f"unknown op {op!r}; known: {', '.join(COLLECTIVES)}", source="--op")
-    if redop not in REDOPS:
-        raise UsageError(f"unknown redop {redop!r}; known: {', '.join(REDOPS)}", source="-o")
-    if proto is not None and proto not in _PROTOCOLS:
-        raise UsageError(
-            f"unknown protocol {proto!r}; known: {', '.join(_PROTOCOLS)}", source="--proto"
-        )
-    if tuner not in ("nccl", "all"):
-        raise UsageError(f"unknown --tuner {tuner!r}; use nccl or all", source="--tuner")
-    if json_out and csv_out:
-        raise UsageError("choose one of --json and --csv", source="--json/--csv")
-    args = {"op": op, "min_bytes": lo, "max_bytes": hi, "factor": factor, "dtype": dtype}
-
-    if runtime is not None:
-        if runtime not in _RUNTIMES:
-            raise UsageError(
-                f"unknown runtime {runtime!r}; known: {', '.join(_RUNTIMES)}", source="--runtime"
-            )
-        if nprocs is None or nprocs < 1:
-            raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
-        label = f"runtime-{runtime}"
-        series = {label: _runtime_rows(runtime, nprocs, op, size_list, dtype, algo, iters, warmup)}
-        topos: dict[str, Any] = {}
-    else:
-        if nprocs is not None or iters is not None or warmup is not None:
-            raise UsageError("-n, --iters and --warmup need --runtime", source="-n")
-        from scaleup.topology import resolve_topology
-
-        labels = split_topologies(topology)
-        topo_objs = [resolve_topology(t) for t in labels]
-        if no_p2p:
-            topo_objs = [t.with_peer_access(False) for t in topo_objs]
-            labels = [f"{lab}:no-p2p" for lab in labels]
-        if len(set(labels)) != len(labels):
-            raise UsageError("--topology lists the same fabric twice", source="--topology")
-        kwargs = {
-            "collective": op,
-            "min_bytes": lo,
-            "max_bytes": hi,
-            "factor": factor,
-            "dtype": dtype,
-            "redop": redop,
-            "nranks": ranks,
-            "algo": algo,
-            "proto": proto,
-            "root": root,
-            "channels": channels,
-            "family": tuner,
-        }
-        series = _simulate_all(labels, topo_objs, kwargs)
-        topos = dict(zip(labels, topo_objs, strict=True))
-
+    json_out, csv_out, plot = output
     if plot is not None:
         from scaleup.cli.bench_plot import plot_busbw
 
         plot_busbw(series, plot)
-    all_rows = [r for rows in series.values() for r in rows]
-    if json_out:
-        render.print_json([_json_row(r) for r in all_rows])
+    all_rows = [r.to_dict() for rows in series.values() for r in rows]
+    if json_out or csv_out:
+        (render.print_json if json_out else render.print_csv)(all_rows)
         return
-    if csv_out:
-        render.print_csv([_json_row(r) for r in all_rows])
-        return
+    lines: list[str] = []
     for label, rows in series.items():
         if label in topos:
-            for line in _header_lines(label, topos[label], rows, args):
-                _echo(line)
+            lines += sim_header(label, topos[label], rows, args)
         else:
-            _echo(
-                f"# scaleup bench --runtime {label.split('-', 1)[1]}: {op} {len(rows)} sizes, "
-                f"{rows[0].nranks if rows else nprocs} processes (measured)"
-            )
-    for line in _table_lines(series):
-        _echo(line)
-    for label, rows in series.items():
-        avg = sum(r.busbw_gb_per_s for r in rows) / len(rows) if rows else 0.0
-        suffix = f" ({label})" if len(series) > 1 else ""
-        _echo(f"# Avg bus bandwidth    : {avg:g}{suffix}")
+            lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.nprocs or 0))
+    lines += table_lines(series) + footer_lines(series)
     if plot is not None:
-        _echo(f"# plot written to {plot}")
+        lines.append(f"# plot written to {plot}")
+    for line in lines:
+        render.console.print(line, markup=False, highlight=False)
 
 
-def _json_row(r: BenchRow) -> dict[str, Any]:
-    return r.to_dict()
+_OPTIONS: dict[str, Any] = {
+    "min_bytes": typer.Option("8", "-b", "--minbytes", help="Smallest size (e.g. 8, 64K, 1M)."),
+    "max_bytes": typer.Option("8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."),
+    "factor": typer.Option(2.0, "-f", "--stepfactor", help="Multiply the size by this (> 1)."),
+    "op": typer.Option("all_reduce", "--op", help="Collective: " + "|".join(COLLECTIVES) + "."),
+    "dtype": typer.Option(
+        "float32", "-d", "--dtype", help="Element type (float32, float16, int32, ...)."
+    ),
+    "redop": typer.Option("sum", "-o", "--redop", help="Reduction: " + "|".join(REDOPS) + "."),
+    "root": typer.Option(0, "-r", "--root", help="Root rank of broadcast and reduce."),
+    "ranks": typer.Option(None, "--ranks", help="Use the first N accelerators."),
+    "algo": typer.Option(
+        None, "--algo", help="Force an algorithm (ring, tree, nvls, direct, ...)."
+    ),
+    "proto": typer.Option(
+        None, "--proto", help="Force a protocol: " + "|".join(PROTOCOL_NAMES) + "."
+    ),
+    "channels": typer.Option(None, "--channels", help="Force a channel count."),
+    "tuner": typer.Option(
+        None, "--tuner", help="Algorithms the tuner picks from: nccl (default)|all (adds ours)."
+    ),
+    "no_p2p": typer.Option(False, "--no-p2p", help="Peer access off: stage through host memory."),
+    "topology": typer.Option(
+        None,
+        "--topology",
+        help=f"Preset, Nx<preset>, file; a,b compares (default {DEFAULT_TOPOLOGY}).",
+    ),
+    "json_out": typer.Option(False, "--json", help="Print the rows as JSON."),
+    "csv_out": typer.Option(False, "--csv", help="Print the rows as CSV."),
+    "plot": typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
+    "runtime": typer.Option(None, "--runtime", help="Measure for real: shm|pipe|mpi."),
+    "nprocs": typer.Option(None, "-n", "--nprocs", help="Processes (ranks) for --runtime."),
+    "iters": typer.Option(None, "--iters", help="Timed iterations per size (--runtime)."),
+    "warmup": typer.Option(None, "--warmup", help="Warm-up iterations per size (--runtime)."),
+}
+
+
+def bench_cmd(
+    min_bytes: str = _OPTIONS["min_bytes"],
+    max_bytes: str = _OPTIONS["max_bytes"],
+    factor: float = _OPTIONS["factor"],
+    op: str = _OPTIONS["op"],
+    dtype: str = _OPTIONS["dtype"],
+    redop: str = _OPTIONS["redop"],
+    root: int = _OPTIONS["root"],
+    ranks: int | None = _OPTIONS["ranks"],
+    algo: str | None = _OPTIONS["algo"],
+    proto: str | None = _OPTIONS["proto"],
+    channels: int | None = _OPTIONS["channels"],
+    tuner: str | None = _OPTIONS["tuner"],
+    no_p2p: bool = _OPTIONS["no_p2p"],
+    topology: str | None = _OPTIONS["topology"],
+    json_out: bool = _OPTIONS["json_out"],
+    csv_out: bool = _OPTIONS["csv_out"],
+    plot: Path | None = _OPTIONS["plot"],
+    runtime: str | None = _OPTIONS["runtime"],
+    nprocs: int | None = _OPTIONS["nprocs"],
+    iters: int | None = _OPTIONS["iters"],
+    warmup: int | None = _OPTIONS["warmup"],
+) -> None:
+    """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
+    flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
+                   channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup)  # fmt: skip
+    if json_out and csv_out:
+        raise UsageError("choose one of --json and --csv", source="--json/--csv")
+    _check_mode(flags)
+    request, args = request_from_flags(flags)
+    topos: dict[str, Topology] = {}
+    if runtime is None:
+        series, topos = _simulate(flags, request)
+    else:
+        series = _measure(flags, request)
+    _render(series, topos, args, flags, (json_out, csv_out, plot))
 
 
 def register(app: typer.Typer) -> None:

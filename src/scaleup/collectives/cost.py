@@ -21,8 +21,9 @@ any                   send_recv           alpha + S/beta
 ====================  ==================  ======================================================
 
 On a uniform, contention-free switched topology ``scaleup.sim.simulate`` agrees with these
-(tests/sim/test_cost_oracle.py); :func:`alpha_beta` derives ``launch``, ``alpha`` and ``beta``
-from a topology and protocol with the simulator's own parameters.
+(tests/sim/test_sim_cost_oracle.py, which derives ``launch``, ``alpha`` and ``beta`` from the
+simulator's parameters). The oracle takes them as arguments and imports nothing of the simulator,
+so it is not built from what it checks.
 
 >>> round(time_s("ring", "all_reduce", 8, 8e9, alpha_s=0.0, beta_bytes_per_s=1e9), 3)
 14.0
@@ -30,12 +31,9 @@ from a topology and protocol with the simulator's own parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from scaleup.errors import UnsupportedCollective
 
-__all__ = ["AlphaBeta", "alpha_beta", "time_s"]
+__all__ = ["time_s"]
 
 
 def time_s(
@@ -97,44 +95,3 @@ def time_s(
             f"no closed form for {algorithm} {collective}", source=algorithm
         )
     return launch_s + body
-
-
-@dataclass(frozen=True)
-class AlphaBeta:
-    """``launch_s``, per-step ``alpha_s`` and per-rank ``beta_bytes_per_s`` of a fabric."""
-
-    launch_s: float
-    alpha_s: float
-    beta_bytes_per_s: float
-
-
-def alpha_beta(
-    topology: object,
-    *,
-    protocol: str = "simple",
-    channels: int = 1,
-    ranks: Sequence[int] | None = None,
-) -> AlphaBeta:
-    """Alpha-beta figures of a uniform topology from the simulator's parameters.
-
-    ``alpha`` is the protocol step latency plus the hardware latency of the route from the first
-    to the second rank; ``beta`` the smaller of rank 0's injection bandwidth (its channels at
-    their achievable rate, times the payload efficiency) and ``channels`` thread-block caps.
-    """
-    from scaleup import hardware  # noqa: PLC0415 - keep this module importable on its own
-    from scaleup.sim.network import LINK_CLASSES, network_for  # noqa: PLC0415
-    from scaleup.sim.protocols import protocol as get_protocol  # noqa: PLC0415
-
-    proto = get_protocol(protocol)
-    net = network_for(topology)
-    order = list(ranks) if ranks is not None else [0, 1]
-    rid = net.transfer_route(order[0], order[1])
-    route = net.routes[rid]
-    alpha = proto.step_latency_s[LINK_CLASSES[route.link_class]] + route.latency_s
-    dev = int(net.acc_devices[order[0]])
-    inject = float(net.ch_capacity[net.ch_src == dev].sum()) * proto.payload_efficiency
-    arch = str(hardware.accelerator(topology.accelerators[order[0]].type).arch)  # type: ignore[attr-defined]
-    beta = min(inject, channels * proto.cta_bytes_per_s(arch))
-    from scaleup.sim.params import KERNEL_LAUNCH_S  # noqa: PLC0415
-
-    return AlphaBeta(KERNEL_LAUNCH_S + proto.launch_latency_s, alpha, beta)

@@ -37,9 +37,12 @@ __all__ = [
     "BLOCKED_COLLECTIVES",
     "COLLECTIVES",
     "DTYPES",
+    "PROTOCOL_NAMES",
     "REDOPS",
     "CollectiveSpec",
     "busbw_factor",
+    "itemsize",
+    "nccl_size_and_count",
     "numpy_dtype",
     "reduce_arrays",
     "reduce_ufunc",
@@ -57,6 +60,9 @@ COLLECTIVES = (
 #: Collectives whose buffers are n blocks of ``count // n`` elements.
 BLOCKED_COLLECTIVES = frozenset({"reduce_scatter", "all_gather", "all_to_all"})
 REDOPS = ("sum", "prod", "max", "min")
+#: NCCL's protocols as it spells them, in the order of its tables (LL, LL128, Simple): the one
+#: list every layer validates protocol names against (their costs: :mod:`scaleup.sim.protocols`).
+PROTOCOL_NAMES: tuple[str, ...] = ("ll", "ll128", "simple")
 #: dtype names as nccl-tests prints them -> numpy names.
 DTYPES = {
     "int8": "int8",
@@ -77,11 +83,47 @@ DTYPES = {
 _REDUCE_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def numpy_dtype(name: str) -> np.dtype:
-    """The numpy dtype for a dtype name (``float32``, ``half``, ``bfloat16`` where available)."""
+def _dtype_key(name: str) -> str:
     key = DTYPES.get(str(name).lower())
     if key is None:
-        raise UsageError(f"unknown dtype {name!r}; known: {', '.join(sorted(DTYPES))}", source="dtype")
+        known = ", ".join(sorted(DTYPES))
+        raise UsageError(f"unknown dtype {name!r}; known: {known}", source="dtype")
+    return key
+
+
+def itemsize(name: str) -> int:
+    """Bytes per element of a dtype name; needs no numpy support for the type (bfloat16: 2).
+
+    >>> itemsize("half"), itemsize("bfloat16"), itemsize("float64")
+    (2, 2, 8)
+    """
+    key = _dtype_key(name)
+    return 2 if key == "bfloat16" else int(np.dtype(key).itemsize)
+
+
+def nccl_size_and_count(
+    collective: str, nbytes: int, itemsize: int, nranks: int
+) -> tuple[int, int, int]:
+    """(printed size in bytes, printed count, CollectiveSpec count) of a size, as nccl-tests
+    computes them: ``count = nbytes // itemsize``; for the blocked collectives (all_gather,
+    reduce_scatter, all_to_all) the count is truncated to a multiple of ``nranks`` and the printed
+    count is the per-rank block.
+
+    >>> nccl_size_and_count("all_gather", 100, 4, 8)
+    (96, 3, 24)
+    >>> nccl_size_and_count("all_reduce", 100, 4, 8)
+    (100, 25, 25)
+    """
+    count = int(nbytes) // int(itemsize)
+    if collective in BLOCKED_COLLECTIVES:
+        block = count // nranks
+        return block * nranks * itemsize, block, block * nranks
+    return count * itemsize, count, count
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype for a dtype name (``float32``, ``half``, ``bfloat16`` where available)."""
+    key = _dtype_key(name)
     if key == "bfloat16":
         try:
             import ml_dtypes  # type: ignore[import-not-found]

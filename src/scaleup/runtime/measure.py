@@ -19,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from scaleup.collectives.spec import BLOCKED_COLLECTIVES, CollectiveSpec, busbw_factor, numpy_dtype
+from scaleup.collectives.spec import (
+    BLOCKED_COLLECTIVES,
+    CollectiveSpec,
+    busbw_factor,
+    nccl_size_and_count,
+    numpy_dtype,
+)
 from scaleup.errors import TransportError, UsageError
 from scaleup.report import BenchRow
 
@@ -44,8 +50,7 @@ def mpiexec_path() -> str | None:
 
 
 def _count(collective: str, nbytes: int, itemsize: int, n: int) -> int:
-    count = nbytes // itemsize
-    return count // n * n if collective in BLOCKED_COLLECTIVES else count
+    return nccl_size_and_count(collective, nbytes, itemsize, n)[2]
 
 
 def _time_sizes(
@@ -56,6 +61,7 @@ def _time_sizes(
     iters: int | None,
     warmup: int | None,
     redop: str,
+    root: int = 0,
 ) -> list[list[float]]:
     """On every rank: the per-iteration seconds for each size (called inside a launched rank)."""
     from scaleup import runtime as rt
@@ -76,12 +82,12 @@ def _time_sizes(
     out[:] = 1 if redop == "prod" else 0
     times = []
     for count in counts:
-        spec = CollectiveSpec(collective, n, count, root=0, redop=redop)
+        spec = CollectiveSpec(collective, n, count, root=root, redop=redop)
         i, o = inp[: spec.input_count], out[: spec.output_count]
         call = {
             "all_reduce": lambda i=i: rt.all_reduce(i, redop, algo=algo),
-            "reduce": lambda i=i: rt.reduce(i, 0, redop, algo=algo),
-            "broadcast": lambda i=i: rt.broadcast(i, 0, algo=algo),
+            "reduce": lambda i=i: rt.reduce(i, root, redop, algo=algo),
+            "broadcast": lambda i=i: rt.broadcast(i, root, algo=algo),
             "reduce_scatter": lambda i=i, o=o: rt.reduce_scatter(o, i, redop, algo=algo),
             "all_gather": lambda i=i, o=o: rt.all_gather(o, i, algo=algo),
             "all_to_all": lambda i=i, o=o: rt.all_to_all(o, i, algo=algo),
@@ -108,20 +114,20 @@ def _rows(
     dtype_name: str,
     algo: str | None,
     redop: str,
+    root: int,
     per_rank: list[list[list[float]]],
 ) -> list[BenchRow]:
     dtype = numpy_dtype(dtype_name)
     rows = []
     for k, size in enumerate(sizes):
-        count = _count(collective, size, dtype.itemsize, nranks)
+        nbytes, count, _ = nccl_size_and_count(collective, size, dtype.itemsize, nranks)
         slowest = np.max(np.array([rank_times[k] for rank_times in per_rank]), axis=0)
         time_s = float(np.median(slowest)) if len(slowest) else float("nan")
-        nbytes = count * dtype.itemsize
         algbw = nbytes / time_s / 1e9 if time_s > 0 else 0.0
         rows.append(BenchRow(
             topology=f"local-{transport}", collective=collective, bytes=nbytes, count=count,
             dtype=dtype_name, redop=redop if collective in _REDUCING else "none",
-            root=0 if collective in ("broadcast", "reduce") else -1,  # as nccl-tests prints them
+            root=root if collective in ("broadcast", "reduce") else -1,  # as nccl-tests prints them
             time_us=time_s * 1e6, algbw_gb_per_s=algbw,
             busbw_gb_per_s=algbw * busbw_factor(collective, nranks), linkbw_gb_per_s=None,
             algo=algo or "direct", proto="simple", channels=1, nranks=nranks, runtime=transport,
@@ -142,6 +148,7 @@ def bench_rows(
     iters: int | None = None,
     warmup: int | None = None,
     redop: str = "sum",
+    root: int = 0,
 ) -> list[BenchRow]:
     """Measure ``collective`` on ``nranks`` real ranks over ``transport``; one row per size.
 
@@ -151,8 +158,9 @@ def bench_rows(
         ``shm``, ``pipe``, ``local`` or ``mpi`` (runs under mpiexec).
     nranks
         World size.
-    collective, sizes_bytes, dtype, algo, redop
-        As ``scaleup bench``: sizes are nccl-tests sizes (bytes of the size column).
+    collective, sizes_bytes, dtype, algo, redop, root
+        As ``scaleup bench``: sizes are nccl-tests sizes (bytes of the size column); ``root``
+        is the root of broadcast and reduce.
     iters, warmup
         Timed and untimed iterations per size; default scaled by size (:func:`default_iters`).
     """
@@ -161,7 +169,7 @@ def bench_rows(
     sizes = [int(s) for s in sizes_bytes]
     numpy_dtype(dtype)
     if transport == "mpi":
-        per_rank = _mpi_times(nranks, collective, sizes, dtype, algo, iters, warmup, redop)
+        per_rank = _mpi_times(nranks, collective, sizes, dtype, algo, iters, warmup, redop, root)
     else:
         from scaleup.runtime.launch import launch
 
@@ -175,10 +183,11 @@ def bench_rows(
             iters,
             warmup,
             redop,
+            root,
             transport=transport,
             timeout_s=120.0,
         )
-    return _rows(transport, nranks, collective, sizes, dtype, algo, redop, per_rank)
+    return _rows(transport, nranks, collective, sizes, dtype, algo, redop, root, per_rank)
 
 
 def _mpi_times(nranks: int, *args: Any) -> list[list[list[float]]]:

@@ -1,20 +1,19 @@
-"""The fabric simulator: time a Schedule on a Topology.
+"""The fabric simulator: time a Schedule on a Topology, and nothing else.
 
 ``simulate(schedule, topology, dtype=, protocol=, ranks=, solver=)`` returns a :class:`SimResult`;
-:func:`compile_schedule` binds a schedule to a topology once for many runs (protocols, sizes).
-The tuner (:mod:`scaleup.sim.tuner`) and ``collective_time_s`` (:mod:`scaleup.sim.collective_time`,
-re-exported lazily here:
-the tuner imports the algorithm library, which must not be imported by the simulator core).
+:func:`compile_schedule` binds a schedule to a topology once for many runs (protocols, sizes),
+adding its routes to a :class:`Network` its caller may share between schedules. What a vendor
+library would pick to run (algorithm, protocol, channels) is :mod:`scaleup.tune`, a layer above;
+the simulator imports only the hardware catalog, topologies and schedules.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from scaleup.collectives.spec import itemsize
+from scaleup.sim.network import Network
 from scaleup.sim.simulate import (
     CompiledSchedule,
     compile_schedule,
-    itemsize,
     simulate,
     simulate_many,
 )
@@ -22,19 +21,11 @@ from scaleup.sim.timeline import SimResult, render_timeline
 
 __all__ = [
     "CompiledSchedule",
+    "Network",
     "SimResult",
-    "collective_time_s",
     "compile_schedule",
     "itemsize",
     "render_timeline",
     "simulate",
     "simulate_many",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "collective_time_s":
-        from scaleup.sim import collective_time  # noqa: PLC0415 - lazy: avoids an import cycle
-
-        return collective_time.collective_time_s
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,9 @@
 A :class:`Network` turns a :class:`~scaleup.topology.model.Topology` into LMM *constraints*
 (every directed channel at its achievable payload rate, every accelerator's HBM, every host's
 memory) and *routes*: for one transfer, the fraction of its bytes on each constraint, plus its
-hardware latency. Routes are cached per key; networks are cached per topology object.
+hardware latency. Routes are cached per key inside the network, which its owner keeps for as
+long as it times schedules on that topology (a tuning session, or one ``simulate`` call): there is
+no module-level cache.
 
 Routing rules:
 
@@ -26,7 +28,6 @@ Routing rules:
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ from scaleup.errors import NoRouteError, SimulationError
 from scaleup.sim import params as P
 from scaleup.topology.model import NodeKind, Topology
 
-__all__ = ["CONSTRAINT_KINDS", "LINK_CLASSES", "Network", "Route", "network_for"]
+__all__ = ["CONSTRAINT_KINDS", "LINK_CLASSES", "Network", "Route"]
 
 #: Kinds of constraint, in the order they are laid out.
 CONSTRAINT_KINDS = ("channel", "host_link", "hbm", "host_memory")
@@ -91,7 +92,12 @@ def _merge(rows: list[np.ndarray], vals: list[np.ndarray]) -> tuple[np.ndarray, 
 
 
 class Network:
-    """Constraints and cached routes of one topology (use :func:`network_for`)."""
+    """Constraints and cached routes of one topology.
+
+    Routes are added as schedules are compiled on it and never change once added; the route ids
+    a schedule gets depend on what was compiled before, which is why
+    :class:`~scaleup.sim.simulate.CompiledSchedule` orders its variables by a key of its own.
+    """
 
     def __init__(self, topology: Topology) -> None:
         t = self.topology = topology
@@ -398,18 +404,3 @@ def _cap_fanout(eu: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
     keep = rank_in_group < P.MAX_ECMP_FANOUT
     out[keep] = w[keep]
     return out
-
-
-_NETWORKS: dict[int, tuple[weakref.ref[Topology], Network]] = {}
-
-
-def network_for(topology: Topology) -> Network:
-    """The (cached) :class:`Network` of a topology object; a cache, not simulation state."""
-    hit = _NETWORKS.get(id(topology))
-    if hit is not None and hit[0]() is topology:
-        return hit[1]
-    net = Network(topology)
-    if len(_NETWORKS) >= 32:
-        _NETWORKS.pop(next(iter(_NETWORKS)))
-    _NETWORKS[id(topology)] = (weakref.ref(topology), net)
-    return net

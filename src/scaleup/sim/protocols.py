@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import UsageError
 from scaleup.sim import params as P
 
@@ -55,7 +56,7 @@ def _make(name: str) -> Protocol:
 
 
 #: The protocols by NCCL's names.
-PROTOCOLS: dict[str, Protocol] = {name: _make(name) for name in ("simple", "ll", "ll128")}
+PROTOCOLS: dict[str, Protocol] = {name: _make(name) for name in PROTOCOL_NAMES}
 
 
 def protocol(name: str) -> Protocol:

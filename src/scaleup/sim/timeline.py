@@ -67,9 +67,14 @@ class SimResult:
         return self.time_s * 1e6
 
     @property
-    def linkbw_gb_per_s(self) -> float:
-        """Bytes on the busiest channel / time, GB/s: what the wires really carried."""
-        return self.busiest_channel_bytes / self.time_s / 1e9 if self.time_s > 0 else 0.0
+    def linkbw_gb_per_s(self) -> float | None:
+        """Bytes on the busiest channel / time, GB/s: what the wires really carried (the
+        ``linkbw`` column of ``scaleup bench``). None when it says nothing: a zero time, or bytes
+        that moved while no topology channel carried any (staged through virtual host memory)."""
+        busiest = self.busiest_channel_bytes
+        if self.time_s <= 0 or (busiest <= 0 and self.nbytes > 0):
+            return None
+        return busiest / self.time_s / 1e9
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (per-channel figures only for channels that carried bytes)."""

@@ -4,10 +4,15 @@ A point's ``kind`` names the function that evaluates it in the kind registry
 (:mod:`scaleup.sweep.kinds`: ``"bench"``, ``"plan"``, kinds registered in code or installed as
 entry points); it is a name, never an import path. A point that raises is a row with
 ``status="error"``, the error's type and its one-line message.
+
+A batch of points (one Dask task) is evaluated in one :class:`~scaleup.tune.TuneSession`, handed
+to every kind function that takes a ``session`` keyword: points of one fabric and collective at
+other sizes reuse its compiled and checked schedules, and nothing outlives the batch.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import traceback
@@ -18,6 +23,7 @@ from typing import Any
 from scaleup.errors import ScaleupError, UsageError
 from scaleup.sweep.kinds import KindFunction, get_kind
 from scaleup.sweep.points import HIDDEN_POINT_KEYS, LEAD_COLUMNS, canonical, point_id
+from scaleup.tune import TuneSession
 
 __all__ = ["evaluate_batch", "evaluate_point", "lost_row"]
 
@@ -51,8 +57,18 @@ def _flatten(result: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _call(func: KindFunction, point: dict[str, Any], session: TuneSession | None) -> Any:
+    """``func(point)``, with ``session=`` when given and the function takes it."""
+    if session is not None and "session" in inspect.signature(func).parameters:
+        return func(point, session=session)  # type: ignore[call-arg]
+    return func(point)
+
+
 def evaluate_point(
-    point: dict[str, Any], kinds: Mapping[str, KindFunction] | None = None
+    point: dict[str, Any],
+    kinds: Mapping[str, KindFunction] | None = None,
+    *,
+    session: TuneSession | None = None,
 ) -> dict[str, Any]:
     """Evaluate one point into one flat row; never raises for a failing point.
 
@@ -63,6 +79,8 @@ def evaluate_point(
     kinds
         Kind name -> function to resolve ``point["kind"]`` with (default: the registry,
         :func:`scaleup.sweep.kinds.get_kind`).
+    session
+        The tuning session of the batch, for kinds that take one.
 
     Returns
     -------
@@ -84,7 +102,7 @@ def evaluate_point(
     start = time.perf_counter()
     result: dict[str, Any] = {}
     try:
-        result = _flatten(_kind_function(point.get("kind"), kinds)(dict(point)))
+        result = _flatten(_call(_kind_function(point.get("kind"), kinds), dict(point), session))
     except Exception as error:  # noqa: BLE001 - a failing point is data, not a crash
         row["status"] = "error"
         row["error_type"] = type(error).__name__
@@ -108,8 +126,9 @@ def _describe(error: BaseException) -> str:
 def evaluate_batch(
     points: Sequence[dict[str, Any]], kinds: Mapping[str, KindFunction] | None = None
 ) -> list[dict[str, Any]]:
-    """Evaluate a batch of points in order (one Dask task)."""
-    return [evaluate_point(p, kinds) for p in points]
+    """Evaluate a batch of points in order (one Dask task), in one tuning session."""
+    session = TuneSession()
+    return [evaluate_point(p, kinds, session=session) for p in points]
 
 
 def lost_row(point: dict[str, Any], error: BaseException) -> dict[str, Any]:

@@ -9,7 +9,7 @@ A point's ``kind`` is looked up, by name only, among:
    (``[project.entry-points."scaleup.sweep_kinds"] mykind = "mypkg.kinds:evaluate"``); an entry
    point is loaded only when a sweep uses its name, and it cannot shadow a built-in.
 
-A kind function is ``f(point: dict) -> dict`` and raises on failure (the sweep records the
+A kind function is ``f(point: dict) -> dict`` (built-ins also take the batch's ``session=``) and raises on failure (the sweep records the
 error). Kind functions travel to Dask workers as pickled references, so they must be importable
 there. Nothing here imports a module named by a spec: ``kind = "os:system"`` is just an unknown
 name. Topologies are built once per process (:func:`topology_of`).
@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
+from scaleup.tune import BenchRequest, CollectiveTimer, TuneSession
 
 if TYPE_CHECKING:
     from scaleup.topology import Topology
@@ -58,27 +59,25 @@ def topology_of(label: str, text: str | None = None) -> Topology:
     return loads(text, source=label) if text is not None else resolve_topology(label)
 
 
-def bench_point(point: dict[str, Any]) -> dict[str, Any]:
+def bench_point(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
     """One nccl-tests row: ``topology, collective, bytes, dtype, nranks (0 = all), algo, proto``
-    (``"tuned"`` lets the tuner choose) -> :meth:`scaleup.report.BenchRow.to_dict`."""
+    (``"tuned"`` lets the tuner choose) -> :meth:`scaleup.report.BenchRow.to_dict`; ``session``
+    is the batch's tuning session."""
     from scaleup.bench import bench_rows
 
     topology = topology_of(point["topology"], point.get("topology_text"))
-    nbytes = int(point["bytes"])
     nranks = int(point.get("nranks", 0) or 0)
     algo = point.get("algo", "tuned")
     proto = point.get("proto", "tuned")
-    rows = bench_rows(
-        topology,
-        collective=point["collective"],
-        min_bytes=nbytes,
-        max_bytes=nbytes,
-        factor=2,
+    request = BenchRequest(
+        op=point["collective"],
+        sizes_bytes=(int(point["bytes"]),),
         dtype=point.get("dtype", "float32"),
-        nranks=nranks or None,
-        algo=None if algo == "tuned" else algo,
-        proto=None if proto == "tuned" else proto,
+        ranks=nranks or None,
+        algorithm=None if algo == "tuned" else algo,
+        protocol=None if proto == "tuned" else proto,
     )
+    rows = bench_rows(topology, request, session=session)
     row = rows[0].to_dict()
     # The spec's label ("2xdgx-h100", a file path) is what a reader grouped by; the built
     # topology's own name goes next to it.
@@ -86,7 +85,7 @@ def bench_point(point: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def plan_point(point: dict[str, Any]) -> dict[str, Any]:
+def plan_point(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
     """One planner result: ``topology, model`` and the planner's keywords (``tp, pp, dp, ep, zero,
     mbs, gbs, seq, ...``, ``overlap``, ``compute_efficiency``) -> ``PlanResult.to_dict()``
     (nested fields become dotted columns) plus ``memory_fraction`` (memory per device / HBM)."""
@@ -103,7 +102,7 @@ def plan_point(point: dict[str, Any]) -> dict[str, Any]:
             raise UsageError(
                 f"the planner takes no {', '.join(unknown)}", source="plan", entry=unknown[0]
             )
-    data = plan(point["model"], topology, **kwargs).to_dict()
+    data = plan(point["model"], topology, comm_time=CollectiveTimer(session), **kwargs).to_dict()
     data.pop("model_spec", None)  # the model's shape: the catalog's, the same on every row
     data["model_name"] = data.pop("model")
     data["topology_name"] = data.pop("topology")

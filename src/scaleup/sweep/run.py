@@ -33,6 +33,7 @@ from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
 from scaleup.sweep.kinds import KindFunction, resolve_kinds
 from scaleup.sweep.points import point_id
 from scaleup.sweep.store import ResultStore
+from scaleup.tune import TuneSession
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -218,12 +219,12 @@ def run_sweep(
         report([])
         if serial or not todo:
             rows: list[dict[str, Any]] = []
-            last = time.monotonic()
+            last, session = time.monotonic(), TuneSession()  # one tuning session per batch
             try:
                 for point in todo:
-                    rows.append(evaluate_point(point, used))
+                    rows.append(evaluate_point(point, used, session=session))
                     if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
-                        batch, rows, last = rows, [], time.monotonic()
+                        batch, rows, last, session = rows, [], time.monotonic(), TuneSession()
                         finish(batch)
             except BaseException:
                 save(rows)  # Ctrl-C between writes: keep what finished

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import SpecFileError
 from scaleup.sweep.kinds import kind_names
 from scaleup.sweep.points import LEAD_COLUMNS
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 #: Protocol names as NCCL spells them, plus "tuned" (let the tuner choose).
-PROTOCOLS = ("tuned", "simple", "ll", "ll128")
+PROTOCOLS = ("tuned", *PROTOCOL_NAMES)
 #: Names a ``[[grid]]`` param may not take (the row's own columns).
 _RESERVED = (*LEAD_COLUMNS, "point")
 #: ... nor a ``[[plan]]`` keyword (the point's own fields).

@@ -29,7 +29,13 @@ from scaleup.units import GB
 from scaleup.workload.config import ParallelConfig
 from scaleup.workload.memory import MemoryBreakdown, memory_per_device
 from scaleup.workload.models import ModelSpec, get_model
-from scaleup.workload.step import DEFAULT_COMPUTE_EFFICIENCY, CommTimer, StepBreakdown, step_time
+from scaleup.workload.step import (
+    DEFAULT_COMPUTE_EFFICIENCY,
+    CommTimer,
+    StepBreakdown,
+    default_comm_timer,
+    step_time,
+)
 
 __all__ = ["PlanResult", "SweepRow", "plan", "sweep_tp", "tp_candidates"]
 
@@ -145,7 +151,8 @@ def plan(
     model_file
         A user's model TOML file searched before the catalog.
     comm_time
-        Collective timer (default: the simulator's ``collective_time_s``).
+        Collective timer (default: the tuner's ``collective_time_s`` with a session of its own,
+        :func:`~scaleup.workload.step.default_comm_timer`).
 
     Returns
     -------
@@ -243,6 +250,8 @@ def sweep_tp(
     """
     spec, topo = _resolve(model, topology, model_file)
     base = config or ParallelConfig()
+    if plan_kwargs.get("comm_time") is None:  # one tuning session for every row
+        plan_kwargs = {**plan_kwargs, "comm_time": default_comm_timer()}
     rows = []
     for tp in tp_candidates(topo.ranks_per_node, base.n_devices // base.pp):
         dp = base.n_devices // (tp * base.pp)

@@ -13,8 +13,9 @@ the forward pass (``+ 2 N + 4 L h s``, i.e. x 4/3), selective recomputation the 
 (``+ 4 L h s``). Compute time is hardware FLOPs over ``compute_efficiency x peak``.
 
 Communication: every distinct call of :func:`scaleup.workload.traffic.step_traffic` is timed
-once by the simulator (``scaleup.sim.collective_time_s``: the schedule the tuner picks, on the
-ranks of that group), times its count. Overlap (``overlap=``):
+once by the tuner (:class:`scaleup.tune.CollectiveTimer`: the schedule NCCL's rules would pick,
+simulated on the ranks of that group, one tuning session per plan), times its count. Overlap
+(``overlap=``):
 
 - ``"none"``: every collective is exposed;
 - ``"dp"`` (default): data-parallel traffic hides under backward compute (DDP / Megatron
@@ -32,12 +33,12 @@ the ``(p-1)/v`` part, i.e. a fraction ``(p-1)/(v m)`` of the useful time.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scaleup.errors import SimulationError, UsageError
+from scaleup.errors import UsageError
+from scaleup.tune import CollectiveTimer
 from scaleup.workload.config import ParallelConfig
 from scaleup.workload.models import ModelSpec
 from scaleup.workload.traffic import CommCall, step_traffic
@@ -65,15 +66,8 @@ CommTimer = Callable[..., float]
 
 
 def default_comm_timer() -> CommTimer:
-    """The simulator's ``collective_time_s`` (looked up late: the sim imports nothing of ours)."""
-    sim = importlib.import_module("scaleup.sim")
-    timer = getattr(sim, "collective_time_s", None)
-    if timer is None:
-        raise SimulationError(
-            "the simulator has no collective_time_s (subset-of-ranks timing) yet",
-            source="scaleup.sim",
-        )
-    return timer  # type: ignore[no-any-return]
+    """The tuner's ``collective_time_s`` with a session of its own (:class:`CollectiveTimer`)."""
+    return CollectiveTimer()
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -265,8 +259,8 @@ def step_time(
     overlap
         ``"none"``, ``"dp"`` or ``"all"`` (see the module docstring).
     comm_time
-        ``timer(topology, collective, nbytes, ranks=..., dtype=...) -> s``; default the
-        simulator's ``collective_time_s``.
+        ``timer(topology, collective, nbytes, ranks=..., dtype=...) -> s``; default
+        :func:`default_comm_timer`.
     """
     if not 0 < compute_efficiency <= 1:
         raise UsageError(

@@ -7,15 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scaleup.errors import UsageError
-from scaleup.sim.tuner import (
+from scaleup.topology import resolve_topology
+from scaleup.tune import (
+    BenchRequest,
+    TuneSession,
     candidates,
     channel_counts,
     enabled_algorithms,
     enabled_protocols,
     tune,
-    tune_sweep,
 )
-from scaleup.topology import resolve_topology
 
 DGX = resolve_topology("dgx-h100")
 
@@ -51,7 +52,7 @@ def test_tune_is_the_simulators_fastest(nbytes):
 )
 def test_sweep_branch_and_bound_matches_exhaustive(exps, collective):
     sizes = sorted(2**e for e in exps)
-    swept = tune_sweep(DGX, collective, sizes)
+    swept = TuneSession().sweep(DGX, BenchRequest(op=collective, sizes_bytes=tuple(sizes)))
     for nbytes, choice in zip(sizes, swept, strict=True):
         best = tune(DGX, collective, nbytes)
         assert choice.time_s <= best.time_s * (1 + 1e-12)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scaleup.errors import UsageError
-from scaleup.sim import collective_time_s
-from scaleup.sim.tuner import tune
 from scaleup.topology import resolve_topology
+from scaleup.tune import CollectiveTimer, TuneSession, collective_time_s, tune
 
 MIB = 1 << 20
 
@@ -35,3 +34,14 @@ def test_one_rank_costs_nothing_and_bad_groups_are_usage_errors():
         collective_time_s(topology, "all_reduce", MIB, ranks=[0, 8])
     with pytest.raises(UsageError, match="at least one"):
         collective_time_s(topology, "all_reduce", MIB, ranks=[])
+
+
+def test_a_timer_keeps_one_session_and_answers_the_same():
+    """The planner's timer reuses its session: the second question compiles nothing new."""
+    topology = resolve_topology("dgx-h100")
+    timer = CollectiveTimer(TuneSession())
+    first = timer(topology, "all_reduce", 64 * MIB, ranks=[0, 1, 2, 3])
+    checked = len(timer.session.checked)
+    assert timer(topology, "all_reduce", 64 * MIB, ranks=[0, 1, 2, 3]) == first
+    assert len(timer.session.checked) == checked
+    assert first == collective_time_s(topology, "all_reduce", 64 * MIB, ranks=[0, 1, 2, 3])

@@ -1,0 +1,202 @@
+"""One benchmark request, validated once: what the simulator path, the runtime path and the
+sweeps all take.
+
+A :class:`BenchRequest` is nccl-tests' command line in library words: the collective (``op``),
+the sizes, ``dtype``, ``redop``, ``root``, how many ranks, and the overrides that pin the tuner
+(``algorithm``, ``protocol``, ``channels``, ``family``). It is frozen and checks every field on
+construction, raising a :class:`~scaleup.errors.UsageError` whose ``source`` is the field's
+name; the command line maps its flags to these fields (and back, for errors) in one place. What
+depends on the fabric (ranks and root within its accelerators) is checked by
+:meth:`BenchRequest.nranks_on`.
+
+:func:`nccl_sizes` is nccl-tests' size loop (``-b``, ``-e``, ``-f``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from scaleup.collectives.algorithms import ALGORITHMS, algorithms_for
+from scaleup.collectives.spec import (
+    COLLECTIVES,
+    PROTOCOL_NAMES,
+    REDOPS,
+    itemsize,
+    nccl_size_and_count,
+)
+from scaleup.errors import UsageError
+from scaleup.limits import MAX_CHANNELS, check_at_most
+from scaleup.topology.model import Topology
+from scaleup.tune.rules import check_family
+from scaleup.units import GIB
+
+__all__ = ["MAX_SIZES", "QUICKSTART_SIZES", "REDUCING", "ROOTED", "BenchRequest", "nccl_sizes"]
+
+#: Collectives with a root (nccl-tests prints -1 in the root column for the others).
+ROOTED = frozenset({"broadcast", "reduce"})
+#: Collectives that reduce (nccl-tests prints "none" in the redop column for the others).
+REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+#: Safety cap on the number of sizes of one sweep.
+MAX_SIZES = 4096
+
+
+def nccl_sizes(min_bytes: int, max_bytes: int, factor: float = 2) -> list[int]:
+    """nccl-tests' size loop: ``min_bytes``, times ``factor``, while <= ``max_bytes``.
+
+    >>> nccl_sizes(8, 64, 2)
+    [8, 16, 32, 64]
+    """
+    if min_bytes < 0 or max_bytes < 0:
+        raise UsageError("sizes must be >= 0", source="min_bytes/max_bytes")
+    if min_bytes > max_bytes:
+        raise UsageError(
+            f"min_bytes ({min_bytes}) must not exceed max_bytes ({max_bytes})",
+            source="min_bytes/max_bytes",
+        )
+    if not 1 < factor < math.inf:
+        raise UsageError(f"factor must be a finite number > 1, got {factor}", source="factor")
+    out = [int(min_bytes)]
+    size = float(min_bytes)
+    while True:
+        size = size * factor if size > 0 else 1.0
+        if size >= max_bytes + 1:  # int(size) > max_bytes, before int(): size may be inf
+            break
+        nxt = int(size)
+        if nxt != out[-1]:
+            out.append(nxt)
+        if len(out) > MAX_SIZES:
+            raise UsageError(
+                f"more than {MAX_SIZES} sizes; raise factor or narrow min_bytes..max_bytes",
+                source="factor",
+            )
+    return out
+
+
+#: The Quickstart sweep: all_reduce_perf -b 8 -e 8G -f 2.
+QUICKSTART_SIZES = tuple(nccl_sizes(8, 8 * GIB, 2))
+
+
+def _known(value: str, known: tuple[str, ...] | list[str], what: str, field: str) -> None:
+    if value not in known:
+        raise UsageError(f"unknown {what} {value!r}; known: {', '.join(known)}", source=field)
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """nccl-tests' question, validated on construction (see the module docstring).
+
+    Attributes
+    ----------
+    op
+        The collective (:data:`~scaleup.collectives.spec.COLLECTIVES`).
+    sizes_bytes
+        nccl-tests sizes asked for (the size column before its truncation to whole elements and
+        blocks); default 8 B .. 8 GiB, x2.
+    dtype, redop, root
+        nccl-tests' ``-d``, ``-o``, ``-r``. ``redop`` only applies to reducing collectives and
+        ``root`` to broadcast and reduce (see :attr:`spec_redop`, :attr:`spec_root`).
+    ranks
+        Use the first ``ranks`` accelerators (default all); the process count of a runtime run.
+    algorithm, protocol, channels
+        Pin the tuner, as ``NCCL_ALGO`` / ``NCCL_PROTO`` / ``NCCL_MAX_NCHANNELS`` do.
+    family
+        Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
+    """
+
+    op: str = "all_reduce"
+    sizes_bytes: tuple[int, ...] = QUICKSTART_SIZES
+    dtype: str = "float32"
+    redop: str = "sum"
+    root: int = 0
+    ranks: int | None = None
+    algorithm: str | None = None
+    protocol: str | None = None
+    channels: int | None = None
+    family: str = "nccl"
+
+    def __post_init__(self) -> None:
+        _known(self.op, COLLECTIVES, "op", "op")
+        sizes = tuple(self.sizes_bytes)
+        if not sizes:
+            raise UsageError("sizes_bytes must hold at least one size", source="sizes_bytes")
+        if any(not _is_int(s) or s < 0 for s in sizes):
+            raise UsageError(
+                f"sizes must be integers >= 0, got {list(sizes)}", source="sizes_bytes"
+            )
+        object.__setattr__(self, "sizes_bytes", tuple(int(s) for s in sizes))
+        itemsize(self.dtype)  # raises for an unknown dtype name
+        _known(self.redop, REDOPS, "redop", "redop")
+        if not _is_int(self.root) or self.root < 0:
+            raise UsageError(f"root must be an integer >= 0, got {self.root!r}", source="root")
+        if self.ranks is not None and (not _is_int(self.ranks) or self.ranks < 1):
+            raise UsageError(f"ranks must be an integer >= 1, got {self.ranks!r}", source="ranks")
+        if self.ranks is not None and self.op in ROOTED and self.root >= self.ranks:
+            raise UsageError(f"root must be in 0..{self.ranks - 1}, got {self.root}", source="root")
+        self._check_overrides()
+
+    def _check_overrides(self) -> None:
+        if self.algorithm is not None:
+            _known(self.algorithm, list(ALGORITHMS), "algorithm", "algorithm")
+            known = algorithms_for(self.op)
+            if self.algorithm not in known:
+                raise UsageError(
+                    f"algorithm {self.algorithm!r} does not implement {self.op}; "
+                    f"known: {', '.join(known)}",
+                    source="algorithm",
+                )
+        if self.protocol is not None:
+            _known(self.protocol, PROTOCOL_NAMES, "protocol", "protocol")
+        if self.channels is not None and (not _is_int(self.channels) or self.channels < 1):
+            raise UsageError(f"channels must be >= 1, got {self.channels}", source="channels")
+        if self.channels is not None:
+            check_at_most(self.channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
+        check_family(self.family)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element of :attr:`dtype`."""
+        return itemsize(self.dtype)
+
+    @property
+    def spec_redop(self) -> str:
+        """The reduction the collective's spec gets (``sum`` for those that do not reduce)."""
+        return self.redop if self.op in REDUCING else "sum"
+
+    @property
+    def spec_root(self) -> int:
+        """The root the collective's spec gets (0 for those without one)."""
+        return self.root if self.op in ROOTED else 0
+
+    @property
+    def printed_redop(self) -> str:
+        """nccl-tests' redop column: the reduction, or ``none``."""
+        return self.redop if self.op in REDUCING else "none"
+
+    @property
+    def printed_root(self) -> int:
+        """nccl-tests' root column: the root, or -1."""
+        return self.root if self.op in ROOTED else -1
+
+    def nranks_on(self, topology: Topology) -> int:
+        """The world size on ``topology``, checking that :attr:`ranks` and :attr:`root` fit."""
+        n_all = len(topology.accelerators)
+        n = n_all if self.ranks is None else self.ranks
+        if not 1 <= n <= n_all:
+            raise UsageError(
+                f"ranks must be in 1..{n_all} on {topology.name}, got {n}", source="ranks"
+            )
+        if self.op in ROOTED and not self.root < n:
+            raise UsageError(f"root must be in 0..{n - 1}, got {self.root}", source="root")
+        return n
+
+    def printed(self, nranks: int) -> list[tuple[int, int, int]]:
+        """Per size: (printed size in bytes, printed count, spec count) on ``nranks`` ranks
+        (:func:`~scaleup.collectives.spec.nccl_size_and_count`)."""
+        size = self.itemsize
+        return [nccl_size_and_count(self.op, s, size, nranks) for s in self.sizes_bytes]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
