@@ -21,6 +21,7 @@ __all__ = [
     "collective_cases",
     "counts",
     "dtypes",
+    "rank_subsets",
     "world_sizes",
 ]
 
@@ -93,3 +94,9 @@ def collective_cases(
     redop = draw(st.sampled_from(("sum", "sum", "max", "min", "prod")))
     spec = CollectiveSpec(collective, nranks=n, count=count, root=root, redop=redop)
     return CollectiveCase(name, spec, _params(draw, name, n), draw(dtypes()))
+
+
+def rank_subsets(n: int, *, min_size: int = 1) -> st.SearchStrategy[list[int]]:
+    """Distinct accelerator indices of a topology with ``n`` accelerators, in any order (a
+    communicator's ranks: ``--ranks k`` takes the first k, a user may pick any)."""
+    return st.lists(st.integers(0, n - 1), min_size=min_size, max_size=n, unique=True)
