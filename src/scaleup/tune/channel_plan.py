@@ -18,7 +18,8 @@ __all__ = ["Channel", "ChannelPlan", "Segment", "double_binary_tree"]
 @dataclass(frozen=True)
 class Segment:
     """A channel's stretch on one server: communicator ranks in visiting order and the NICs it
-    enters and leaves through (None on a single server)."""
+    enters and leaves through (None on a single server). Servers without a NIC cannot be left
+    through the network: then all ranks are searched as one server, ``node`` the first's."""
 
     node: int
     ranks: tuple[int, ...]

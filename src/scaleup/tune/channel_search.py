@@ -14,9 +14,10 @@ The search (see docs/models.md, "Channel search"):
 2. Per shape, list candidate per-channel speeds: every arc bandwidth, cut bandwidth and
    accelerator budget divided by 1 .. ``max_channels`` (NCCL tries a fixed descending array).
 3. From the fastest speed down, pack as many paths as fit the arcs at that speed
-   (:class:`~scaleup.tune.channel_graph.Packer`: depth-first, direct links first, with
-   backtracking across paths under an expansion budget); on a switched server every order is
-   as good, so channel ``c`` simply starts at rank ``c`` round the server. Keep the speed whose
+   (:mod:`~scaleup.tune.channel_pack`: on a switched server every order is as good, so channel
+   ``c`` starts at rank ``c`` round the server; on a uniform full mesh the known decompositions
+   of :mod:`~scaleup.tune.channel_seeds`; else the depth-first :mod:`~scaleup.tune.channel_dfs`,
+   direct links first, backtracking across paths under an expansion budget). Keep the speed whose
    ``count x speed`` is largest (ties: the faster speed); speeds whose upper bound (a cut of
    one or two accelerators, the NICs) cannot beat the best are skipped.
 4. Chain the servers' paths into rings (odd servers run their paths reversed, so that every
