@@ -34,6 +34,7 @@ __all__ = [
     "counts",
     "dtypes",
     "file_bytes",
+    "rank_subsets",
     "sweep_spec_texts",
     "toml_text",
     "toml_values",
@@ -325,3 +326,9 @@ def file_bytes(texts: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
         st.text().map(lambda t: t.encode("utf-8", "surrogatepass")),
         st.binary(max_size=64),
     )
+
+
+def rank_subsets(n: int, *, min_size: int = 1) -> st.SearchStrategy[list[int]]:
+    """Distinct accelerator indices of a topology with ``n`` accelerators, in any order (a
+    communicator's ranks: ``--ranks k`` takes the first k, a user may pick any)."""
+    return st.lists(st.integers(0, n - 1), min_size=min_size, max_size=n, unique=True)
