@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleup.sweep_eval import evaluate_batch, evaluate_point
+from sweep_fake_kinds import square
+
+from scaleup.sweep.evaluate import evaluate_batch, evaluate_point
 from scaleup.tune import TuneSession
 
-KINDS = {
-    "seen": f"{__name__}:session_seen",
-    "plain": "sweep_fake_kinds:square",
-}
 
 
 def session_seen(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
     """Which session the point was evaluated in (a kind that takes one)."""
     return {"session": None if session is None else id(session)}
+
+
+KINDS = {"seen": session_seen, "plain": square}
 
 
 def test_one_session_per_batch():
