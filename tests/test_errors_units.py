@@ -29,7 +29,15 @@ def test_every_error_is_a_scaleup_error():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("8", 8), ("64K", 64 * KIB), ("1M", MIB), ("8G", 8 * GIB), ("8g", 8 * GIB), ("2MB", 2 * MIB), ("1.5K", 1536)],
+    [
+        ("8", 8),
+        ("64K", 64 * KIB),
+        ("1M", MIB),
+        ("8G", 8 * GIB),
+        ("8g", 8 * GIB),
+        ("2MB", 2 * MIB),
+        ("1.5K", 1536),
+    ],
 )
 def test_parse_size_known_answers(text, expected):
     assert parse_size(text) == expected

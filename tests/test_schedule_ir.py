@@ -31,7 +31,11 @@ def test_builder_infers_read_after_write_and_write_after_write():
     s = halves_all_reduce()
     assert s.n_ops == 6
     assert s.op(2).deps == (0,)  # reduce into r0.output[0:2] after r0's initial copy
-    assert set(s.op(4).deps) == {0, 1, 2}  # put r0.output[0:2] -> r1: after r0 reduced, after r1's copy
+    assert set(s.op(4).deps) == {
+        0,
+        1,
+        2,
+    }  # put r0.output[0:2] -> r1: after r0 reduced, after r1's copy
     assert s.op(4).kind is OpKind.COPY
     assert s.op(4).rank == 0  # a put by default
 
@@ -161,12 +165,19 @@ def test_reference_all_reduce_and_reduce_scatter_by_hand():
 def test_reference_gather_alltoall_broadcast_reduce_sendrecv_by_hand():
     ag = CollectiveSpec("all_gather", 2, 4).reference([np.array([1, 2]), np.array([3, 4])])
     assert [o.tolist() for o in ag] == [[1, 2, 3, 4]] * 2
-    a2a = CollectiveSpec("all_to_all", 2, 4).reference([np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8])])
+    a2a = CollectiveSpec("all_to_all", 2, 4).reference(
+        [np.array([1, 2, 3, 4]), np.array([5, 6, 7, 8])]
+    )
     assert [o.tolist() for o in a2a] == [[1, 2, 5, 6], [3, 4, 7, 8]]
-    bc = CollectiveSpec("broadcast", 3, 2, root=1).reference([np.array([0, 0]), np.array([7, 8]), np.array([1, 1])])
+    bc = CollectiveSpec("broadcast", 3, 2, root=1).reference(
+        [np.array([0, 0]), np.array([7, 8]), np.array([1, 1])]
+    )
     assert [o.tolist() for o in bc] == [[7, 8]] * 3
-    red = CollectiveSpec("reduce", 2, 2, root=1, redop="prod").reference([np.array([2, 3]), np.array([4, 5])])
-    assert red[0] is None and red[1].tolist() == [8, 15]
+    red = CollectiveSpec("reduce", 2, 2, root=1, redop="prod").reference(
+        [np.array([2, 3]), np.array([4, 5])]
+    )
+    assert red[0] is None
+    assert red[1].tolist() == [8, 15]
     sr = CollectiveSpec("send_recv", 3, 1).reference([np.array([0]), np.array([1]), np.array([2])])
     assert [o.tolist() for o in sr] == [[2], [0], [1]]
 
@@ -198,10 +209,14 @@ def test_buffer_sizes_and_inputs_are_consistent(collective, nranks, count, dtype
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(collective="all_scatter", nranks=2, count=1), dict(collective="all_reduce", nranks=0, count=1),
-     dict(collective="all_reduce", nranks=2, count=-1), dict(collective="reduce", nranks=2, count=1, root=2),
-     dict(collective="all_reduce", nranks=2, count=1, redop="avg")],
-)  # fmt: skip
+    [
+        dict(collective="all_scatter", nranks=2, count=1),
+        dict(collective="all_reduce", nranks=0, count=1),
+        dict(collective="all_reduce", nranks=2, count=-1),
+        dict(collective="reduce", nranks=2, count=1, root=2),
+        dict(collective="all_reduce", nranks=2, count=1, redop="avg"),
+    ],
+)
 def test_bad_spec_is_a_usage_error(kwargs):
     with pytest.raises(UsageError):
         CollectiveSpec(**kwargs)

@@ -4,13 +4,15 @@ The public API, by the question it answers. Names resolve lazily, so that ``impo
 (which every worker process of the runtime pays) stays cheap; this module sits above every layer
 (docs/architecture.md), so a lazy lookup here hides no import arrow.
 
-- Fabric: :class:`Topology`, :func:`resolve_topology`, :func:`load_topology`, :mod:`scaleup.topology.analysis`.
+- Fabric: :class:`Topology`, :func:`resolve_topology`, :func:`load_topology`,
+  :mod:`scaleup.topology.analysis`.
 - Collectives: :class:`CollectiveSpec`, :class:`Schedule`, :class:`ScheduleBuilder`,
   :func:`build_schedule`, :func:`verify`.
 - Cost on a fabric: :func:`simulate` (one schedule), :class:`TuneSession` (what NCCL would pick;
   one size in one call: :func:`scaleup.tune.tune`), :func:`collective_time_s` (the planner's
   question), :class:`BenchRequest` and :func:`bench_rows` (nccl-tests' table).
-- Memory semantics for real: :mod:`scaleup.runtime` (``init``, ``alloc``, ``all_reduce``, ``launch``).
+- Memory semantics for real: :mod:`scaleup.runtime` (``init``, ``alloc``, ``all_reduce``,
+  ``launch``).
 - The single larger memory: :func:`plan`.
 - Sweeps: :func:`run_sweep`.
 """

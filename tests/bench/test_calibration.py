@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from calibration import (  # bench/calibration.py: tooling, outside the library
     SYSTEMS,
     algo_constraint,
@@ -14,7 +15,6 @@ from calibration import (  # bench/calibration.py: tooling, outside the library
     summarize,
     to_markdown,
 )
-
 from scaleup.errors import InputError
 
 MEASURED = Path(__file__).resolve().parents[2] / "docs" / "calibration" / "measured.csv"
@@ -65,7 +65,10 @@ def test_summary_bounds_small_messages(comparisons):
 
 @pytest.mark.slow
 def test_no_system_is_off_by_more_than_30_percent(comparisons):
-    """A regression guard at today's worst system (A100 at 128 MiB, +27%): see the strict xfail below."""
+    """A regression guard at today's worst system (A100 at 128 MiB, +27%).
+
+    See the strict xfail below.
+    """
     summary = summarize(comparisons)
     assert summary.worst_error_big <= 0.30, summary.per_system_big
 
@@ -84,14 +87,16 @@ def test_no_system_is_off_by_more_than_25_percent(comparisons):
 
 def test_exclusions_carry_reasons(fast_comparisons):
     comparisons = fast_comparisons
-    assert any(c.included for c in comparisons) and any(not c.included for c in comparisons)
+    assert any(c.included for c in comparisons)
+    assert any(not c.included for c in comparisons)
     for c in comparisons:
         if c.row.bytes is None:
             assert not c.included
         if not c.included:
             assert c.excluded
     text = to_markdown(comparisons, summarize(comparisons))
-    assert "## Excluded rows and why" in text and "median abs busbw error" in text
+    assert "## Excluded rows and why" in text
+    assert "median abs busbw error" in text
 
 
 def test_algo_column():

@@ -19,7 +19,7 @@ def test_orders_are_permutations_crossing_on_one_rail(servers, per_server):
     rails: Counter[int] = Counter()
     for order in orders:
         assert sorted(order) == list(range(len(nodes)))
-        hops = list(zip(order, order[1:] + order[:1]))
+        hops = list(zip(order, order[1:] + order[:1], strict=False))
         crossings = [(a, b) for a, b in hops if nodes[a] != nodes[b]]
         assert len(crossings) == servers
         # with an odd number of servers the ring's closing crossing changes rail

@@ -1,4 +1,5 @@
-"""``scaleup bench`` through typer's runner: tables on every preset, flags, JSON/CSV/plot, errors."""
+"""``scaleup bench`` through typer's runner: tables on every preset, flags, JSON/CSV/plot,
+errors."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def test_every_preset_prints_a_full_table(preset):
     lines = _data_lines(result.output)
     assert len(lines) == 14  # 8 B .. 64 KiB, -f 2
     assert "# Avg bus bandwidth" in result.output
-    assert "busbw" in result.output and "linkbw" in result.output
+    assert "busbw" in result.output
+    assert "linkbw" in result.output
 
 
 def test_default_is_the_quickstart_table():
@@ -36,7 +38,8 @@ def test_default_is_the_quickstart_table():
     assert result.exit_code == 0, result.output
     lines = _data_lines(result.output)
     assert len(lines) == 31  # all_reduce_perf -b 8 -e 8G -f 2
-    assert lines[0].split()[0] == "8" and lines[-1].split()[0] == str(8 * 1024**3)
+    assert lines[0].split()[0] == "8"
+    assert lines[-1].split()[0] == str(8 * 1024**3)
     assert "# Topology dgx-h100" in result.output
     assert "nvls" in lines[-1]
 
@@ -106,7 +109,9 @@ def test_compare_topologies_in_one_table():
 
 def test_no_p2p_is_slower_on_pcie8_inside_a_socket():
     def time_us(*extra: str) -> float:
-        result = _run("--topology", "pcie-8", "--ranks", "4", "-b", "64M", "-e", "64M", "--json", *extra)
+        result = _run(
+            "--topology", "pcie-8", "--ranks", "4", "-b", "64M", "-e", "64M", "--json", *extra
+        )
         assert result.exit_code == 0, result.output
         return json.loads(result.output)[0]["time_us"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
-from strategies import CollectiveCase, collective_cases
 
 from scaleup.collectives.algorithms import ALGORITHMS, algorithms_for, build_schedule, supports
 from scaleup.collectives.spec import COLLECTIVES, CollectiveSpec
 from scaleup.collectives.verify import verify
 from scaleup.errors import UnsupportedCollective, UsageError
+from strategies import CollectiveCase, collective_cases
 
 SIZES = (1, 2, 3, 5, 8, 13, 16)
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from strategies import AliasedOp, aliased_ops
 
 from scaleup.collectives.schedule import OpKind
 from scaleup.collectives.semantics import accumulate, apply_op, combine, needs_stage
+from strategies import AliasedOp, aliased_ops
 
 UFUNCS = [np.add, np.multiply, np.maximum, np.minimum]
 

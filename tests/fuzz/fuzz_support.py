@@ -70,9 +70,7 @@ def _vm_size_bytes() -> int:
 
 
 @contextlib.contextmanager
-def bounded(
-    seconds: int = TIME_LIMIT_S, memory_bytes: int = MEMORY_LIMIT_BYTES
-) -> Iterator[None]:
+def bounded(seconds: int = TIME_LIMIT_S, memory_bytes: int = MEMORY_LIMIT_BYTES) -> Iterator[None]:
     """Run the body with at most ``seconds`` of wall time and ``memory_bytes`` more address
     space than the process holds now (restored afterwards)."""
 

@@ -58,8 +58,10 @@ CASES = [
 _DEEP = "[" * 5000 + "]" * 5000
 _FILES = {
     # a few bytes that used to never finish
-    "@nranks": ("nranks.json", '{"spec":{"collective":"all_reduce","nranks":1099511627776,'
-                '"count":1},"ops":[]}'),
+    "@nranks": (
+        "nranks.json",
+        '{"spec":{"collective":"all_reduce","nranks":1099511627776,"count":1},"ops":[]}',
+    ),
     "@offset": ("offset.json", _schedule_json(srcs=[[0, "input", 2**63]])),
     "@rank": ("rank.json", _schedule_json(rank=2**31)),
     "@channel": ("channel.json", _schedule_json(channel=2**31)),

@@ -107,8 +107,9 @@ def _schedule() -> st.SearchStrategy[list[str]]:
     count = st.one_of(st.integers(0, 100).map(str), size_text())
     return st.one_of(
         st.builds(
-            lambda algo, op, n, c, rest, cmd=cmd: ["schedule", cmd, algo, op, "-n", n, "-c", c]
-            + rest,
+            lambda algo, op, n, c, rest, cmd=cmd: (
+                ["schedule", cmd, algo, op, "-n", n, "-c", c] + rest
+            ),
             _ALGO,
             _OP,
             ranks,

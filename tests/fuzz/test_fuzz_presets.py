@@ -27,9 +27,7 @@ _VALUE = st.one_of(
     st.sampled_from(("true", "false", "ib-xdr", "eth-800g", "H100", "B200", "", "x=y")),
     cli_text(12),
 )
-_PARAM = st.builds(
-    lambda k, v: f"{k}={v}", st.one_of(st.sampled_from(_KEYS), cli_text(8)), _VALUE
-)
+_PARAM = st.builds(lambda k, v: f"{k}={v}", st.one_of(st.sampled_from(_KEYS), cli_text(8)), _VALUE)
 _PRESET = st.sampled_from(sorted(PRESETS))
 _N = st.one_of(st.integers(0, 3).map(str), nasty_number_text())
 

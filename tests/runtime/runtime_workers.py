@@ -67,7 +67,10 @@ def run_one(
     else:
         ok = np.allclose(got, want, rtol=tol, atol=tol)
     if not ok:
-        return f"rank {me}: {spec.name} {dtype_name} symmetric={symmetric}: got {got[:6]} want {want[:6]}"
+        return (
+            f"rank {me}: {spec.name} {dtype_name} symmetric={symmetric}: "
+            f"got {got[:6]} want {want[:6]}"
+        )
     return None
 
 

@@ -80,7 +80,8 @@ def _async() -> bool:
     a[:] = me
     w1 = rt.all_reduce(a, async_op=True)
     w2 = rt.all_reduce(b, op="max", async_op=True)
-    assert w1 is not None and w2 is not None
+    assert w1 is not None
+    assert w2 is not None
     w1.wait()
     w2.wait()
     rt.barrier()

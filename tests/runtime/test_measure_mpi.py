@@ -23,7 +23,8 @@ def test_bench_rows(transport: str) -> None:
 def test_bench_rows_blocked_collective() -> None:
     """The count column is the per-rank block, as nccl-tests and the simulated rows print it."""
     rows = bench_rows("shm", 2, "all_gather", [1000], iters=3, warmup=1)
-    assert rows[0].count == 125 and rows[0].bytes == 1000
+    assert rows[0].count == 125
+    assert rows[0].bytes == 1000
 
 
 @pytest.mark.mpi
@@ -36,4 +37,5 @@ def test_mpi_transport_two_ranks(run_mpi: Callable[..., subprocess.CompletedProc
 @pytest.mark.usefixtures("mpiexec")
 def test_mpi_bench_rows() -> None:
     rows = bench_rows("mpi", 2, "all_reduce", [4096], iters=3, warmup=1)
-    assert rows[0].runtime == "mpi" and rows[0].time_us > 0
+    assert rows[0].runtime == "mpi"
+    assert rows[0].time_us > 0

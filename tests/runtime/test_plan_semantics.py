@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import AliasedOp, aliased_ops
 
 from scaleup.collectives.schedule import Buffer, Chunk, Op, OpKind, OpTable, Schedule
 from scaleup.collectives.semantics import apply_op
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.runtime import execute
 from scaleup.runtime.shm import ControlBlock, Waiter
+from strategies import AliasedOp, aliased_ops
 
 SIZE = 32
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import file_bytes, sweep_spec_texts
 from typer.testing import CliRunner
 
 from scaleup.cli import app
+from strategies import file_bytes, sweep_spec_texts
 
 #: Limits of the issue: per case, and for the whole run's peak memory growth.
 CASE_LIMIT_S = 10.0

@@ -10,7 +10,6 @@ from scaleup.sweep.evaluate import evaluate_batch, evaluate_point
 from scaleup.tune import TuneSession
 
 
-
 def session_seen(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
     """Which session the point was evaluated in (a kind that takes one)."""
     return {"session": None if session is None else id(session)}

@@ -13,7 +13,6 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import rank_subsets
 
 from scaleup.collectives.algorithms.tree import dtree_parents
 from scaleup.errors import UsageError
@@ -28,6 +27,7 @@ from scaleup.tune.channel_search import (
     search_rings,
     search_trees,
 )
+from strategies import rank_subsets
 
 GB = 1e9
 

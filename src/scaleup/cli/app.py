@@ -78,7 +78,9 @@ app = typer.Typer(
 @app.callback()
 def _root(
     ctx: typer.Context,
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show tracebacks instead of one-line errors."
+    ),
 ) -> None:
     """scaleup: fabrics, collectives, memory semantics, model fit, sweeps."""
     ctx.obj = {"debug": debug}

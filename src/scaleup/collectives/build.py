@@ -97,7 +97,9 @@ class ScheduleBuilder:
         self.infer_deps = infer_deps
         self._log = _AccessLog()
         self._columns: list[dict[str, np.ndarray]] = []
-        self._pending: list[tuple[int, int, int, int, int, list[Chunk], list[Chunk], list[int]]] = []
+        self._pending: list[
+            tuple[int, int, int, int, int, list[Chunk], list[Chunk], list[int]]
+        ] = []
         self._n_ops = 0
 
     # ---- chunk helpers -----------------------------------------------------------------------
@@ -115,29 +117,67 @@ class ScheduleBuilder:
         return self._n_ops
 
     # ---- single ops --------------------------------------------------------------------------
-    def copy(self, src: Chunk, dst: Chunk, *, rank: int | None = None,
-             deps: Iterable[int] | None = None, channel: int = 0, step: int = 0) -> int:
+    def copy(
+        self,
+        src: Chunk,
+        dst: Chunk,
+        *,
+        rank: int | None = None,
+        deps: Iterable[int] | None = None,
+        channel: int = 0,
+        step: int = 0,
+    ) -> int:
         """``dst = src``; issued by ``rank`` (default: the source's rank, i.e. a put)."""
-        return self._add(OpKind.COPY, src.rank if rank is None else rank, [src], [dst], deps, channel, step)
+        return self._add(
+            OpKind.COPY, src.rank if rank is None else rank, [src], [dst], deps, channel, step
+        )
 
-    def reduce(self, src: Chunk, dst: Chunk, *, rank: int | None = None,
-               deps: Iterable[int] | None = None, channel: int = 0, step: int = 0) -> int:
+    def reduce(
+        self,
+        src: Chunk,
+        dst: Chunk,
+        *,
+        rank: int | None = None,
+        deps: Iterable[int] | None = None,
+        channel: int = 0,
+        step: int = 0,
+    ) -> int:
         """``dst = dst (redop) src``; issued by ``rank`` (default: the destination's rank)."""
-        return self._add(OpKind.REDUCE, dst.rank if rank is None else rank, [src], [dst], deps, channel, step)
+        return self._add(
+            OpKind.REDUCE, dst.rank if rank is None else rank, [src], [dst], deps, channel, step
+        )
 
-    def switch_reduce(self, srcs: Sequence[Chunk], dsts: Sequence[Chunk], *, rank: int | None = None,
-                      deps: Iterable[int] | None = None, channel: int = 0, step: int = 0) -> int:
+    def switch_reduce(
+        self,
+        srcs: Sequence[Chunk],
+        dsts: Sequence[Chunk],
+        *,
+        rank: int | None = None,
+        deps: Iterable[int] | None = None,
+        channel: int = 0,
+        step: int = 0,
+    ) -> int:
         """The switch reduces ``srcs`` and multicasts the result to every chunk of ``dsts``."""
         if not srcs or not dsts:
             raise ScheduleError("switch_reduce needs at least one source and one destination")
         issuer = srcs[0].rank if rank is None else rank
         return self._add(OpKind.SWITCH_REDUCE, issuer, list(srcs), list(dsts), deps, channel, step)
 
-    def _add(self, kind: OpKind, rank: int, srcs: list[Chunk], dsts: list[Chunk],
-             deps: Iterable[int] | None, channel: int, step: int) -> int:
+    def _add(
+        self,
+        kind: OpKind,
+        rank: int,
+        srcs: list[Chunk],
+        dsts: list[Chunk],
+        deps: Iterable[int] | None,
+        channel: int,
+        step: int,
+    ) -> int:
         counts = {c.count for c in (*srcs, *dsts)}
         if len(counts) != 1:
-            raise ScheduleError(f"chunks of one op must have one count, got {sorted(counts)}", op=self._n_ops)
+            raise ScheduleError(
+                f"chunks of one op must have one count, got {sorted(counts)}", op=self._n_ops
+            )
         op_id = self._n_ops
         if deps is None and not self.infer_deps:
             raise ScheduleError("this builder does not infer dependencies: pass deps=", op=op_id)
@@ -152,7 +192,9 @@ class ScheduleBuilder:
             dep_list = [int(d) for d in deps]
             bad = [d for d in dep_list if not 0 <= d < op_id]
             if bad:
-                raise ScheduleError(f"dependency on op {bad[0]}, which is not an earlier op", op=op_id)
+                raise ScheduleError(
+                    f"dependency on op {bad[0]}, which is not an earlier op", op=op_id
+                )
         if self.infer_deps:
             for chunk in srcs:
                 self._log.record(chunk, op_id, write=False)
@@ -203,7 +245,9 @@ class ScheduleBuilder:
             late = dep_matrix.max(axis=1, initial=-1) >= ids if dep_matrix.size else []
             if np.any(late) or (dep_matrix.size and dep_matrix.min() < -1):
                 bad = int(np.flatnonzero(late)[0]) if np.any(late) else 0
-                raise ScheduleError("batch dependency on an op that is not earlier", op=int(ids[bad]))
+                raise ScheduleError(
+                    "batch dependency on an op that is not earlier", op=int(ids[bad])
+                )
         valid = dep_matrix >= 0
         ones = np.broadcast_to(np.int64(1), (n,))
         values = {

@@ -155,10 +155,20 @@ class OpTable:
         n = len(self.kind)
         for name in ("rank", "count", "channel", "step"):
             if len(getattr(self, name)) != n:
-                raise ScheduleError(f"op table column {name!r} has {len(getattr(self, name))} rows, want {n}")
-        for prefix, length in (("src", len(self.src_rank)), ("dst", len(self.dst_rank)), ("dep", len(self.dep_idx))):
+                raise ScheduleError(
+                    f"op table column {name!r} has {len(getattr(self, name))} rows, want {n}"
+                )
+        for prefix, length in (
+            ("src", len(self.src_rank)),
+            ("dst", len(self.dst_rank)),
+            ("dep", len(self.dep_idx)),
+        ):
             ptr = getattr(self, f"{prefix}_ptr")
-            if len(ptr) != n + 1 or (n + 1 and (ptr[0] != 0 or ptr[-1] != length)) or np.any(np.diff(ptr) < 0):
+            if (
+                len(ptr) != n + 1
+                or (n + 1 and (ptr[0] != 0 or ptr[-1] != length))
+                or np.any(np.diff(ptr) < 0)
+            ):
                 raise ScheduleError(f"op table {prefix}_ptr is not a valid CSR index")
 
     @property
@@ -186,14 +196,18 @@ class OpTable:
     def srcs_of(self, i: int) -> tuple[Chunk, ...]:
         lo, hi, c = int(self.src_ptr[i]), int(self.src_ptr[i + 1]), int(self.count[i])
         return tuple(
-            Chunk(int(self.src_rank[j]), Buffer(int(self.src_buffer[j])), int(self.src_offset[j]), c)
+            Chunk(
+                int(self.src_rank[j]), Buffer(int(self.src_buffer[j])), int(self.src_offset[j]), c
+            )
             for j in range(lo, hi)
         )
 
     def dsts_of(self, i: int) -> tuple[Chunk, ...]:
         lo, hi, c = int(self.dst_ptr[i]), int(self.dst_ptr[i + 1]), int(self.count[i])
         return tuple(
-            Chunk(int(self.dst_rank[j]), Buffer(int(self.dst_buffer[j])), int(self.dst_offset[j]), c)
+            Chunk(
+                int(self.dst_rank[j]), Buffer(int(self.dst_buffer[j])), int(self.dst_offset[j]), c
+            )
             for j in range(lo, hi)
         )
 
@@ -214,7 +228,9 @@ class OpTable:
         """Build the columns from Op objects (their ids must be 0..n-1 in order)."""
         for position, op in enumerate(ops):
             if op.id != position:
-                raise ScheduleError(f"op ids must be 0..n-1 in order; position {position} has id {op.id}", op=op.id)
+                raise ScheduleError(
+                    f"op ids must be 0..n-1 in order; position {position} has id {op.id}", op=op.id
+                )
         srcs = [c for op in ops for c in op.srcs]
         dsts = [c for op in ops for c in op.dsts]
         deps = [d for op in ops for d in op.deps]
@@ -222,7 +238,9 @@ class OpTable:
         for op in ops:
             chunk_counts = {c.count for c in (*op.srcs, *op.dsts)}
             if len(chunk_counts) > 1:
-                raise ScheduleError(f"chunks of one op must have one count, got {sorted(chunk_counts)}", op=op.id)
+                raise ScheduleError(
+                    f"chunks of one op must have one count, got {sorted(chunk_counts)}", op=op.id
+                )
             counts.append(chunk_counts.pop() if chunk_counts else 0)
         return cls(
             kind=np.array([int(op.kind) for op in ops], dtype=np.int8),
@@ -309,15 +327,21 @@ class Schedule:
         point_to_point = t.kind != int(OpKind.SWITCH_REDUCE)
         bad = np.flatnonzero(point_to_point & ((t.n_srcs != 1) | (t.n_dsts != 1)))
         if len(bad):
-            raise ScheduleError("copy and reduce take exactly one source and one destination", op=int(bad[0]))
+            raise ScheduleError(
+                "copy and reduce take exactly one source and one destination", op=int(bad[0])
+            )
         bad = np.flatnonzero(~point_to_point & ((t.n_srcs < 1) | (t.n_dsts < 1)))
         if len(bad):
-            raise ScheduleError("switch_reduce needs at least one source and one destination", op=int(bad[0]))
+            raise ScheduleError(
+                "switch_reduce needs at least one source and one destination", op=int(bad[0])
+            )
         if len(t.dep_idx):
             bad = np.flatnonzero((t.dep_idx < 0) | (t.dep_idx >= t.n_ops))
             if len(bad):
                 op = int(np.searchsorted(t.dep_ptr, bad[0], side="right") - 1)
-                raise ScheduleError(f"dependency on op {int(t.dep_idx[bad[0]])}, which does not exist", op=op)
+                raise ScheduleError(
+                    f"dependency on op {int(t.dep_idx[bad[0]])}, which does not exist", op=op
+                )
 
     def _op_of_row(self, what: str, row: int) -> int:
         t = self.table
@@ -380,7 +404,11 @@ class Schedule:
         switch = np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE))
         if len(switch):
             rows = np.repeat(switch, t.n_srcs[switch])
-            sent += np.bincount(t.src_rank[_csr_rows(t.src_ptr, switch)], weights=t.count[rows], minlength=self.nranks)
+            sent += np.bincount(
+                t.src_rank[_csr_rows(t.src_ptr, switch)],
+                weights=t.count[rows],
+                minlength=self.nranks,
+            )
         return (sent * itemsize).astype(np.int64)
 
     def bytes_received_per_rank(self, itemsize: int = 1) -> np.ndarray:
@@ -392,7 +420,9 @@ class Schedule:
         if len(switch):
             rows = np.repeat(switch, t.n_dsts[switch])
             received += np.bincount(
-                t.dst_rank[_csr_rows(t.dst_ptr, switch)], weights=t.count[rows], minlength=self.nranks
+                t.dst_rank[_csr_rows(t.dst_ptr, switch)],
+                weights=t.count[rows],
+                minlength=self.nranks,
             )
         return (received * itemsize).astype(np.int64)
 
@@ -424,7 +454,9 @@ class Schedule:
         return self._with_ops(ops)
 
     def _with_ops(self, ops: Sequence[Op]) -> Schedule:
-        return Schedule(self.spec, self.algorithm, OpTable.from_ops(ops), self.scratch_count, self.params)
+        return Schedule(
+            self.spec, self.algorithm, OpTable.from_ops(ops), self.scratch_count, self.params
+        )
 
     # ---- printing and serialisation ----------------------------------------------------------
     def __str__(self) -> str:
@@ -452,10 +484,10 @@ class Schedule:
                 "kind": OpKind(int(t.kind[i])).label,
                 "rank": int(t.rank[i]),
                 "count": int(t.count[i]),
-                "srcs": [[int(t.src_rank[j]), Buffer(int(t.src_buffer[j])).label, int(t.src_offset[j])]
-                         for j in range(t.src_ptr[i], t.src_ptr[i + 1])],
-                "dsts": [[int(t.dst_rank[j]), Buffer(int(t.dst_buffer[j])).label, int(t.dst_offset[j])]
-                         for j in range(t.dst_ptr[i], t.dst_ptr[i + 1])],
+                "srcs": [[int(t.src_rank[j]), Buffer(int(t.src_buffer[j])).label,
+                          int(t.src_offset[j])] for j in range(t.src_ptr[i], t.src_ptr[i + 1])],
+                "dsts": [[int(t.dst_rank[j]), Buffer(int(t.dst_buffer[j])).label,
+                          int(t.dst_offset[j])] for j in range(t.dst_ptr[i], t.dst_ptr[i + 1])],
                 "deps": [int(d) for d in t.deps_of(i)],
                 "channel": int(t.channel[i]),
                 "step": int(t.step[i]),
@@ -480,7 +512,7 @@ class Schedule:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "schedule") -> Schedule:
-        """Load a schedule from :meth:`to_dict`'s form; bad input raises InputError naming the op."""
+        """Load a schedule from :meth:`to_dict`'s form; bad input raises InputError naming it."""
         from scaleup.collectives.schedule_io import schedule_from_dict
 
         return schedule_from_dict(data, source=source)
@@ -490,7 +522,9 @@ class Schedule:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InputError(f"not JSON: {error.msg} at line {error.lineno}", source=source) from error
+            raise InputError(
+                f"not JSON: {error.msg} at line {error.lineno}", source=source
+            ) from error
         except RecursionError:
             raise InputError("JSON nested too deeply", source=source) from None
         return cls.from_dict(data, source=source)

@@ -106,11 +106,26 @@ def schedule_from_dict(data: Mapping[str, Any], *, source: str = "schedule") -> 
         ops = []
         for position, raw in enumerate(model.ops):
             if raw.id != position:
-                raise InputError(f"op ids must be 0..n-1 in order, got id {raw.id}", entry=f"ops[{position}]")
+                raise InputError(
+                    f"op ids must be 0..n-1 in order, got id {raw.id}", entry=f"ops[{position}]"
+                )
             srcs = tuple(Chunk(r, _BUFFERS[b], o, raw.count) for r, b, o in raw.srcs)
             dsts = tuple(Chunk(r, _BUFFERS[b], o, raw.count) for r, b, o in raw.dsts)
-            ops.append(Op(raw.id, _KINDS[raw.kind], raw.rank, srcs, dsts, tuple(raw.deps), raw.channel, raw.step))
-        return Schedule(spec, model.algorithm, OpTable.from_ops(ops), model.scratch_count, model.params)
+            ops.append(
+                Op(
+                    raw.id,
+                    _KINDS[raw.kind],
+                    raw.rank,
+                    srcs,
+                    dsts,
+                    tuple(raw.deps),
+                    raw.channel,
+                    raw.step,
+                )
+            )
+        return Schedule(
+            spec, model.algorithm, OpTable.from_ops(ops), model.scratch_count, model.params
+        )
     except ScaleupError as error:
         if error.source is None:
             error.source = source

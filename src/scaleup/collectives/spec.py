@@ -211,9 +211,13 @@ class CollectiveSpec:
             self.count, MAX_ELEMENTS, source="count", name="MAX_ELEMENTS", what="elements"
         )
         if not 0 <= self.root < self.nranks:
-            raise UsageError(f"root must be in 0..{self.nranks - 1}, got {self.root}", source="root")
+            raise UsageError(
+                f"root must be in 0..{self.nranks - 1}, got {self.root}", source="root"
+            )
         if self.redop not in REDOPS:
-            raise UsageError(f"unknown redop {self.redop!r}; known: {', '.join(REDOPS)}", source="redop")
+            raise UsageError(
+                f"unknown redop {self.redop!r}; known: {', '.join(REDOPS)}", source="redop"
+            )
 
     @property
     def name(self) -> str:
@@ -263,8 +267,9 @@ class CollectiveSpec:
         """Rank-distinct input buffers (the precondition), small values so sums stay exact-ish.
 
         Integers are in [-8, 8] (prod uses [1, 3]: 3**16 stays inside int32); floats are multiples
-        of 1/8 in [-2, 2], exactly representable in float16 (prod uses +-1 and +-2, so products are
-        powers of two: exact in every reduction order, overflowing float16 only to equal infinities).
+        of 1/8 in [-2, 2], exactly representable in float16 (prod uses +-1 and +-2, so products
+        are powers of two: exact in every reduction order, overflowing float16 only to equal
+        infinities).
         """
         np_dtype = numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
         rng = np.random.default_rng(seed)
@@ -295,7 +300,9 @@ class CollectiveSpec:
         every rank (all_reduce, all_gather, broadcast) are one shared read-only array.
         """
         if len(inputs) != self.nranks:
-            raise UsageError(f"need {self.nranks} input buffers, got {len(inputs)}", source="inputs")
+            raise UsageError(
+                f"need {self.nranks} input buffers, got {len(inputs)}", source="inputs"
+            )
         n, b, c = self.nranks, self.block_count, self.collective
         if c == "all_reduce":
             return _shared([reduce_arrays(list(inputs), self.redop)] * n)
@@ -311,8 +318,10 @@ class CollectiveSpec:
         if c == "all_gather":
             return _shared([np.concatenate([x[:b] for x in inputs])] * n)
         if c == "all_to_all":
-            return [np.concatenate([inputs[p][r * b : (r + 1) * b] for p in range(n)]) for r in range(n)]
-        # send_recv: every rank sends its buffer to rank + 1 and receives from rank - 1 (nccl-tests).
+            return [
+                np.concatenate([inputs[p][r * b : (r + 1) * b] for p in range(n)]) for r in range(n)
+            ]
+        # send_recv: every rank sends its buffer to rank + 1, receives from rank - 1 (nccl-tests).
         return [inputs[(r - 1) % n].copy() for r in range(n)]
 
 

@@ -400,12 +400,13 @@ def device_spec(type_name: str) -> DeviceSpec:
     """The spec of the device a topology ``type`` names (accelerator, switch, host or NIC)."""
     kind = device_kind(type_name)
     cat = catalog()
-    table: Mapping[str, DeviceSpec] = {
+    tables: dict[str, Mapping[str, DeviceSpec]] = {
         "accelerator": cat.accelerators,
         "switch": cat.switches,
         "host": cat.hosts,
         "nic": cat.nics,
-    }[kind]
+    }
+    table = tables[kind]
     return table[type_name]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ __all__ = ["ProcessGroup", "ReduceOp", "Work"]
 _ALIGN = 64
 
 
-class ReduceOp(str, Enum):
+class ReduceOp(StrEnum):
     """Reductions, as torch.distributed names them (strings work too)."""
 
     SUM = "sum"
@@ -236,7 +236,7 @@ class ProcessGroup:
         async_op: bool = False,
         algo: str | None = None,
     ) -> Work | None:
-        """In place at ``dst``: the reduction over ranks; other ranks' arrays are left as they are."""
+        """In place at ``dst``: the reduction over ranks; other ranks' arrays are left as is."""
         spec = CollectiveSpec(
             "reduce",
             self.world_size,

@@ -166,7 +166,8 @@ def launch(
         "launcher_pid": os.getpid(),
     }
     control_segment, control = shm_mod.open_control(prefix, world_size, create=True)
-    ctx = mp.get_context(start_method)
+    # typeshed types get_context(str) as BaseContext, which declares no Process.
+    ctx: Any = mp.get_context(start_method)
     procs: list[Any] = []
     endpoints = None
     with lifecycle.SignalGuard() as guard:

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -84,14 +86,15 @@ def _time_sizes(
     for count in counts:
         spec = CollectiveSpec(collective, n, count, root=root, redop=redop)
         i, o = inp[: spec.input_count], out[: spec.output_count]
-        call = {
-            "all_reduce": lambda i=i: rt.all_reduce(i, redop, algo=algo),
-            "reduce": lambda i=i: rt.reduce(i, root, redop, algo=algo),
-            "broadcast": lambda i=i: rt.broadcast(i, root, algo=algo),
-            "reduce_scatter": lambda i=i, o=o: rt.reduce_scatter(o, i, redop, algo=algo),
-            "all_gather": lambda i=i, o=o: rt.all_gather(o, i, algo=algo),
-            "all_to_all": lambda i=i, o=o: rt.all_to_all(o, i, algo=algo),
-        }[collective]
+        calls: dict[str, Callable[[], object]] = {
+            "all_reduce": partial(rt.all_reduce, i, redop, algo=algo),
+            "reduce": partial(rt.reduce, i, root, redop, algo=algo),
+            "broadcast": partial(rt.broadcast, i, root, algo=algo),
+            "reduce_scatter": partial(rt.reduce_scatter, o, i, redop, algo=algo),
+            "all_gather": partial(rt.all_gather, o, i, algo=algo),
+            "all_to_all": partial(rt.all_to_all, o, i, algo=algo),
+        }
+        call = calls[collective]
         w, k = default_iters(count * dtype.itemsize)
         w, k = (w if warmup is None else warmup), (k if iters is None else iters)
         for _ in range(w):

@@ -344,8 +344,13 @@ class Network:
         ranks = sorted({*srcs, *dsts, issuer})
         dev = {r: int(self.acc_devices[r]) for r in ranks}
         out = np.flatnonzero(self.ch_src == dev[issuer])
-        planes = [int(c) for c in out if t.devices[int(self.ch_dst[c])].kind is NodeKind.SWITCH
-                  and hardware.switch_chip(t.devices[int(self.ch_dst[c])].type).in_switch_reduction]  # fmt: skip
+        targets = [(int(c), t.devices[int(self.ch_dst[c])]) for c in out]
+        planes = [
+            c
+            for c, device in targets
+            if device.kind is NodeKind.SWITCH
+            and hardware.switch_chip(device.type).in_switch_reduction
+        ]
         if not planes:
             raise SimulationError("nvls needs a switch with in-switch reduction", rank=issuer)
         switches = [int(self.ch_dst[c]) for c in planes]

@@ -160,7 +160,8 @@ CTA_BYTES_PER_S: Final = MappingProxyType(
         "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
     }
 )
-#: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S`/:data:`NVLS_EFFICIENCY`.
+#: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S` and
+#: :data:`NVLS_EFFICIENCY`.
 ARCH_ALIASES: Final = MappingProxyType({"hopper": "hopper", "blackwell": "blackwell"})
 
 # ---------------------------------------------------------------------------- in-switch reduction

@@ -101,8 +101,10 @@ class CompiledSchedule:
             code = (src * n_acc + dst) * 2 + red
             uniq, inv = np.unique(code, return_inverse=True)
             self.net.prepare(self.net.acc_devices[np.unique(np.r_[src, dst])])
-            ids = np.array([self.net.transfer_route(int(c // 2 // n_acc), int(c // 2 % n_acc), reduce=bool(c % 2))
-                            for c in uniq], dtype=np.int64)  # fmt: skip
+            pairs = [(int(c // 2 // n_acc), int(c // 2 % n_acc), bool(c % 2)) for c in uniq]
+            ids = np.array(
+                [self.net.transfer_route(s, d, reduce=r) for s, d, r in pairs], dtype=np.int64
+            )
             route[p2p] = ids[inv]
         for i in np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE)):
             srcs = tuple(int(r) for r in rmap[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]])

@@ -9,10 +9,11 @@ A point's ``kind`` is looked up, by name only, among:
    (``[project.entry-points."scaleup.sweep_kinds"] mykind = "mypkg.kinds:evaluate"``); an entry
    point is loaded only when a sweep uses its name, and it cannot shadow a built-in.
 
-A kind function is ``f(point: dict) -> dict`` (built-ins also take the batch's ``session=``) and raises on failure (the sweep records the
-error). Kind functions travel to Dask workers as pickled references, so they must be importable
-there. Nothing here imports a module named by a spec: ``kind = "os:system"`` is just an unknown
-name. Topologies are built once per process (:func:`topology_of`).
+A kind function is ``f(point: dict) -> dict`` (built-ins also take the batch's ``session=``)
+and raises on failure (the sweep records the error). Kind functions travel to Dask workers as
+pickled references, so they must be importable there. Nothing here imports a module named by
+a spec: ``kind = "os:system"`` is just an unknown name. Topologies are built once per process
+(:func:`topology_of`).
 """
 
 from __future__ import annotations

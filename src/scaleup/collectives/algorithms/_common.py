@@ -216,8 +216,8 @@ def reduce_chains(
     fabrics with unequal route latencies, e.g. a two-tier Clos, it turns every op into its own
     event batch: 82k instead of 5k batches for a 256-rank ring, for 0.5% of busbw.)
     Per-op arguments broadcast to (M, L), ``count``/``channel`` to (M,).
-    Empty chains are left out. This is one ``add_batch`` with a kind per op. Returns (reduce ids, copy ids),
-    each (M, L), ``-1`` where left out.
+    Empty chains are left out. This is one ``add_batch`` with a kind per op. Returns
+    (reduce ids, copy ids), each (M, L), ``-1`` where left out.
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     m, hops = ranks.shape[0], ranks.shape[1] - 1

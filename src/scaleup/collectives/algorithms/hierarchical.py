@@ -87,10 +87,11 @@ def _sub_splits(sizes: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _InOrder(ScheduleBuilder):
-    """A builder (dependencies stated, not inferred) that makes op ``i`` also wait for op ``i - shift`` when ``shift``
-    is set: the same op of the previous chunk (same rank, role and channel), because a channel's
-    thread block runs its chunks in order. That is what lets the phases pipeline: chunk ``c``
-    crosses the nodes while chunk ``c + 1`` is reduced inside them (NCCL's tree / NVLSTree)."""
+    """A builder (dependencies stated, not inferred) that makes op ``i`` also wait for op
+    ``i - shift`` when ``shift`` is set: the same op of the previous chunk (same rank, role and
+    channel), because a channel's thread block runs its chunks in order. That is what lets the
+    phases pipeline: chunk ``c`` crosses the nodes while chunk ``c + 1`` is reduced inside them
+    (NCCL's tree / NVLSTree)."""
 
     shift: int = 0
 

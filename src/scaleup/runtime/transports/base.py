@@ -75,10 +75,10 @@ class BaseTransport(ABC):
     def atomic_fetch_add(self, alloc_id: int, peer: int, offset: int, value: int) -> int:
         """Atomically add ``value`` to the int64 at ``offset`` of ``peer``'s copy; old value."""
 
-    def fence(self) -> None:
+    def fence(self) -> None:  # noqa: B027 - a no-op default that transports override
         """Order this rank's earlier puts before its later ones (per peer)."""
 
-    def quiet(self) -> None:
+    def quiet(self) -> None:  # noqa: B027 - a no-op default that transports override
         """Wait until every earlier put of this rank is complete and visible."""
 
     @abstractmethod
@@ -92,8 +92,8 @@ class BaseTransport(ABC):
     ) -> None:
         """Run this rank's part of ``schedule`` on the bound buffers (collective call ``epoch``)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op default that transports override
         """Release what this endpoint holds (own segments are unlinked)."""
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - a no-op default that transports override
         """Raise :class:`~scaleup.errors.RankFailed` if a peer is known to have failed."""

@@ -16,7 +16,7 @@ more fence. This is MPI's "global barrier per step" model, the contrast to ``shm
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class MpiTransport(BaseTransport):
 
     def alloc_bytes(self, nbytes: int) -> int:
         win = self.MPI.Win.Allocate(max(int(nbytes), 8), 1, comm=self.comm)
-        memory = np.frombuffer(win.tomemory(), dtype=np.uint8)[: int(nbytes)]
+        memory = np.frombuffer(cast(Any, win.tomemory()), dtype=np.uint8)[: int(nbytes)]
         memory[:] = 0
         alloc_id = self._next_id
         self._next_id += 1

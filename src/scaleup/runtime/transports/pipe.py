@@ -128,7 +128,7 @@ class PipeTransport(BaseTransport):
             with self._send_locks[peer]:
                 self.conns[peer].send(header)
                 if payload is not None:
-                    self.conns[peer].send_bytes(payload)
+                    self.conns[peer].send_bytes(payload.data)
         except (OSError, ValueError) as error:
             raise self.waiter.peer_gone(peer) from error
 
