@@ -9,6 +9,8 @@ Hierarchy::
     ScaleupError
      ├── InputError                  bad input from a user: files, flags, names
      │    ├── TopologyFileError      a topology TOML file breaks a rule
+     │    │    └── UnknownTopologyEntry  ... by naming a device or link the catalog lacks
+     │    ├── CatalogFileError       the hardware catalog file breaks a rule
      │    ├── UnknownPreset          no preset of that name
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
@@ -22,7 +24,8 @@ Hierarchy::
      │    ├── BoundsError            a chunk lies outside its buffer
      │    └── PostconditionError     the final buffers are not what the collective promises
      ├── SimulationError             the simulator cannot time this schedule on this topology
-     │    └── NoRouteError           two ranks that must talk have no path
+     │    ├── NoRouteError           two ranks that must talk have no path
+     │    └── EmptySchedule          the event engine was stepped with no event left
      └── ExecutionError              the real runtime failed
           ├── TransportError         a transport could not be set up or used
           ├── RankFailed             a worker raised or died
@@ -34,7 +37,9 @@ from __future__ import annotations
 
 __all__ = [
     "BoundsError",
+    "CatalogFileError",
     "CycleError",
+    "EmptySchedule",
     "ExecutionError",
     "InputError",
     "Interrupted",
@@ -52,6 +57,7 @@ __all__ = [
     "TransportError",
     "UnknownCatalogEntry",
     "UnknownPreset",
+    "UnknownTopologyEntry",
     "UnsupportedCollective",
     "UnwrittenReadError",
     "UsageError",
@@ -109,12 +115,20 @@ class TopologyFileError(InputError):
     """A topology TOML file breaks a rule of the format."""
 
 
+class CatalogFileError(InputError):
+    """The hardware catalog file breaks a rule (a missing source, an unknown field, ...)."""
+
+
 class UnknownPreset(InputError):
     """No topology preset of that name."""
 
 
 class UnknownCatalogEntry(InputError):
     """No accelerator, switch, host, NIC or link technology of that name in the catalog."""
+
+
+class UnknownTopologyEntry(TopologyFileError, UnknownCatalogEntry):
+    """A topology names a device type or link technology that the catalog does not have."""
 
 
 class SpecFileError(InputError):
@@ -163,6 +177,10 @@ class SimulationError(ScaleupError):
 
 class NoRouteError(SimulationError):
     """Two ranks that exchange data have no path between them."""
+
+
+class EmptySchedule(SimulationError):
+    """The event engine's ``step()`` was called with no event left."""
 
 
 class ExecutionError(ScaleupError):

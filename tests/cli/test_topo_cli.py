@@ -60,7 +60,7 @@ def test_show_nx_preset() -> None:
     [
         ("nope", "no preset named 'nope'"),
         ("dgx-h100:bogus=1", "unknown parameter 'bogus'"),
-        ("missing.toml", "cannot read the file"),
+        ("missing.toml", "cannot read"),
     ],
 )
 def test_bad_input_one_line_exit_2(argument: str, words: str) -> None:

@@ -146,12 +146,7 @@ def test_count_zero_has_no_ops() -> None:
             verify(s)
 
 
-def test_large_builds_are_fast() -> None:
-    """Vectorised builders: a 1024-rank ring all_reduce (2.1M ops) builds in well under 2 s."""
-    import time
-
-    start = time.perf_counter()
+def test_large_builds() -> None:
+    """Vectorised builders: a 1024-rank ring all_reduce (3.1M ops) builds (speed: bench/)."""
     s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=1024, count=1 << 20))
-    elapsed = time.perf_counter() - start
     assert s.n_ops == 3 * 1024 * 1023
-    assert elapsed < 6.0  # ~0.5 s alone; slack for a loaded 2-core CI machine

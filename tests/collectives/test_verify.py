@@ -218,14 +218,10 @@ def test_float_error_beyond_tolerance_is_caught() -> None:
         verify(b.build(), "float32", seed=3)
 
 
-def test_verify_large_ring_is_quick() -> None:
-    """The bench case at a smaller size: 64 ranks, 64K float32 (8k ops)."""
-    import time
-
+def test_verify_large_ring() -> None:
+    """The bench case at a smaller size: 64 ranks, 64K float32 (speed: bench/bench_verify.py)."""
     s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=64, count=1 << 16))
-    start = time.perf_counter()
     verify(s)
-    assert time.perf_counter() - start < 5.0
 
 
 def test_inputs_written_by_a_schedule_do_not_fool_the_reference() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -144,10 +143,8 @@ def test_ualink_pod() -> None:
     assert len(t.switches) == 8
     assert A.is_uniform(t)
     assert A.per_accelerator_gb_per_s(t) == pytest.approx(800.0)
-    start = time.perf_counter()
-    big = resolve_topology("ualink-pod:n=1024")
+    big = resolve_topology("ualink-pod:n=1024")  # how fast: bench/, not a timed test
     assert len(big.channels) > 0
-    assert time.perf_counter() - start < 0.5
     assert len(big.accelerators) == 1024
     assert A.max_hops(big) == 4
 
@@ -157,12 +154,10 @@ def test_ualink_pod_limit() -> None:
         resolve_topology("ualink-pod:n=2048")
 
 
-def test_large_switched_builds_fast() -> None:
-    start = time.perf_counter()
+def test_large_switched_builds() -> None:
     t = switched(1024, "GB200", "nvswitch4", planes=4)
     assert len(t.channels) > 8000
     assert len(t.channel_index) == len(t.channels)
-    assert time.perf_counter() - start < 0.5
     assert any(d.id == "p0.spine0" for d in t.switches)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -22,7 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from scaleup.errors import InputError, UnknownCatalogEntry
+from scaleup.errors import CatalogFileError, UnknownCatalogEntry
+from scaleup.files import parse_toml, read_text, validate
 from scaleup.hardware.devices import AcceleratorSpec, HostSpec, NicSpec
 from scaleup.hardware.links import LinkFamily, LinkScope, LinkTech
 from scaleup.hardware.switches import SwitchSpec
@@ -48,10 +48,6 @@ DeviceKind = Literal["accelerator", "switch", "host", "nic"]
 DeviceSpec = AcceleratorSpec | SwitchSpec | HostSpec | NicSpec
 
 _PACKAGED = "catalog.toml"
-
-
-class CatalogFileError(InputError):
-    """The hardware catalog file breaks a rule (a missing source, an unknown field, ...)."""
 
 
 # --------------------------------------------------------------------------- pydantic schema
@@ -265,15 +261,8 @@ def parse_catalog(text: str, *, source: str = "catalog.toml") -> Catalog:
     CatalogFileError
         Not TOML, or an entry breaks a rule; the message names the entry.
     """
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogFileError(f"not valid TOML: {exc}", source=source) from exc
-    try:
-        model = _CatalogModel.model_validate(raw)
-    except ValidationError as exc:
-        entry, msg = _first_error(exc)
-        raise CatalogFileError(msg, source=source, entry=entry) from exc
+    raw = parse_toml(text, CatalogFileError, source)
+    model = validate(_CatalogModel, raw, CatalogFileError, source, locate=_first_error)
     _check_references(model, source)
     return _build(model)
 
@@ -286,12 +275,7 @@ def load_catalog(path: str | Path) -> Catalog:
     CatalogFileError
         The file cannot be read, is not TOML, or an entry breaks a rule.
     """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogFileError(f"cannot read: {exc.strerror}", source=str(p)) from exc
-    return parse_catalog(text, source=str(p))
+    return parse_catalog(read_text(path, CatalogFileError), source=str(path))
 
 
 @functools.cache

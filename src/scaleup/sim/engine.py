@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from scaleup.errors import SimulationError
+from scaleup.errors import EmptySchedule, SimulationError
 
 __all__ = [
     "COMPLETE",
@@ -44,10 +44,6 @@ COMPLETE = 1
 START = 2
 NORMAL = 3
 RESOLVE = 4
-
-
-class EmptySchedule(SimulationError):
-    """``step()`` was called with no event left."""
 
 
 class Event:

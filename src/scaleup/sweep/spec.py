@@ -35,15 +35,15 @@ from __future__ import annotations
 
 import difflib
 import math
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import SpecFileError
+from scaleup.files import parse_toml, read_text, validate
 from scaleup.sweep.kinds import kind_names
 from scaleup.sweep.points import LEAD_COLUMNS
 
@@ -212,20 +212,6 @@ def _known_algorithms() -> list[str]:
     return sorted(ALGORITHMS)
 
 
-def _entry(loc: tuple[Any, ...]) -> str:
-    """Pydantic's error location ``('bench', 0, 'sizes')`` -> ``bench[0].sizes``."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif "[" in part or part in ("SizeRange", "str", "int", "float", "bool"):
-            continue  # union branch names (list[...], SizeRange) say nothing to a user
-        else:
-            name = part if part.isprintable() else repr(part)
-            text += f".{name}" if text else name
-    return text
-
-
 def load_spec_text(
     text: str, *, source: str = "<spec>", kinds: Iterable[str] | None = None
 ) -> SweepSpec:
@@ -240,19 +226,8 @@ def load_spec_text(
         Not TOML, an unknown key, a wrong type, an unknown collective/protocol/dtype/kind, a
         value that is not plain data, no blocks.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SpecFileError(f"not valid TOML: {error}", source=source) from None
-    except RecursionError:
-        raise SpecFileError("not valid TOML: nested too deeply", source=source) from None
-    try:
-        spec = SweepSpec.model_validate(data)
-    except ValidationError as error:
-        # In a union (sizes: list | range) the deepest location is the branch the user meant.
-        first = max(error.errors(), key=lambda e: len(e["loc"]))
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise SpecFileError(message, source=source, entry=_entry(first["loc"]) or None) from None
+    data = parse_toml(text, SpecFileError, source)
+    spec = validate(SweepSpec, data, SpecFileError, source)
     if not (spec.bench or spec.plan or spec.grid):
         raise SpecFileError(
             "no [[bench]], [[plan]] or [[grid]] block: nothing to sweep", source=source
@@ -302,10 +277,5 @@ def load_spec(path: str | Path, *, kinds: Iterable[str] | None = None) -> tuple[
     """Read and validate the spec file at ``path``; returns the spec and the file's directory
     (topology files in the spec are relative to it). ``kinds`` as in :func:`load_spec_text`."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SpecFileError(f"cannot read: {error.strerror or error}", source=str(path)) from None
-    except UnicodeDecodeError as error:
-        raise SpecFileError(f"not UTF-8 text ({error.reason})", source=str(path)) from None
+    text = read_text(path, SpecFileError)
     return load_spec_text(text, source=str(path), kinds=kinds), path.resolve().parent

@@ -12,13 +12,13 @@ they differ from their defaults, ``count`` always written).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from scaleup.errors import ScaleupError, TopologyFileError
+from scaleup.files import parse_toml, read_text, validate
 from scaleup.topology.model import Device, Link, Topology
 from scaleup.topology.schema import TopologyFile
 
@@ -34,27 +34,16 @@ def load_topology(path: str | Path) -> Topology:
         The file cannot be read, is not TOML, or breaks a rule (naming the entry).
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise TopologyFileError(f"cannot read the file: {reason}", source=source) from None
+    text = read_text(path, TopologyFileError)
     return loads(text, source=source)
 
 
 def loads(text: str, *, source: str = "<string>") -> Topology:
     """Parse and validate topology TOML text (``source`` names it in errors)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise TopologyFileError(f"not valid TOML: {error}", source=source) from None
-    except RecursionError:
-        raise TopologyFileError("not valid TOML: nested too deeply", source=source) from None
-    try:
-        model = TopologyFile.model_validate(data)
-    except ValidationError as error:
-        entry, rule = _first_error(error, data)
-        raise TopologyFileError(rule, source=source, entry=entry) from None
+    data = parse_toml(text, TopologyFileError, source)
+    model = validate(
+        TopologyFile, data, TopologyFileError, source, locate=lambda e: _first_error(e, data)
+    )
     try:
         devices = [Device.of(d.id, d.type, d.node) for d in model.devices]
         links = [

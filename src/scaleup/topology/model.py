@@ -34,7 +34,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from scaleup import hardware, limits
-from scaleup.errors import TopologyFileError, UnknownCatalogEntry
+from scaleup.errors import TopologyFileError, UnknownCatalogEntry, UnknownTopologyEntry
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -53,10 +53,6 @@ __all__ = [
 #: entry has no ``latency_s``. An estimate, not sourced: PCIe P2P through a root complex is
 #: commonly a few hundred ns above a PCIe switch hop.
 HOST_LATENCY_S = 0.5e-6
-
-
-class UnknownTopologyEntry(TopologyFileError, UnknownCatalogEntry):
-    """A topology names a device type or link technology that the catalog does not have."""
 
 
 class NodeKind(enum.StrEnum):

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scaleup.errors import SpecFileError
+from scaleup.files import parse_toml, read_text, validate
 from scaleup.limits import MAX_MODEL_DIM
 
 __all__ = [
@@ -224,10 +225,13 @@ def parse_models(data: Mapping[str, Any], *, source: str) -> dict[str, ModelSpec
         entry = f"models.{name}"
         if not isinstance(body, Mapping):
             raise SpecFileError("must be a table of fields", source=source, entry=entry)
-        try:
-            spec = ModelSpec.model_validate({**body, "name": name})
-        except ValidationError as error:
-            raise SpecFileError(_first_error(error), source=source, entry=entry) from None
+        spec = validate(
+            ModelSpec,
+            {**body, "name": name},
+            SpecFileError,
+            source,
+            locate=functools.partial(_located, entry),
+        )
         for key in (name, *spec.aliases):
             if key in out:
                 raise SpecFileError(f"name or alias {key!r} used twice", source=source, entry=entry)
@@ -235,21 +239,15 @@ def parse_models(data: Mapping[str, Any], *, source: str) -> dict[str, ModelSpec
     return out
 
 
+def _located(entry: str, error: ValidationError) -> tuple[str | None, str]:
+    """A model's schema error, named by its ``models.<name>`` entry."""
+    return entry, _first_error(error)
+
+
 def load_model_file(path: str | Path) -> dict[str, ModelSpec]:
     """Read and validate a user's model TOML file (same form as the packaged catalog)."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise SpecFileError(
-            f"cannot read model file: {error.strerror or error}", source=source
-        ) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SpecFileError(f"not valid TOML: {error}", source=source) from None
-    except RecursionError:
-        raise SpecFileError("not valid TOML: nested too deeply", source=source) from None
+    data = parse_toml(read_text(path, SpecFileError), SpecFileError, source)
     return parse_models(data, source=source)
 
 
