@@ -36,7 +36,7 @@ CASES = [
     ("topo show ualink-pod:planes=100000", "ualink-pod: planes: 100128 devices is more than"),
     ("topo show 99999xdgx-h100", "99999xdgx-h100: n: 799992 accelerators is more than the limit"),
     # item 7: a traceback and exit 1 before
-    ("bench -b 8 -e 8 -f inf", "-f: -f must be a finite number > 1, got inf"),
+    ("bench -b 8 -e 8 -f inf", "-f: factor must be a finite number > 1, got inf"),
     ("bench -b " + "9" * 400, "-b: a size of 400 digits is more than the limit"),
     (f"{_RING} --seed -1", "--seed: the seed must be >= 0, got -1"),
     ("schedule verify --file @offset", "ops[0].srcs[0][2]: Input should be less than"),

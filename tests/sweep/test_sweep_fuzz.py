@@ -4,13 +4,14 @@ Each case writes a spec (mostly well-formed TOML with the spec's own vocabulary,
 bad; sometimes spliced text, arbitrary text or bytes) and runs the real command in-process with
 ``--serial --max-points 2``: load, validate, expand, build topologies, prepare the output, run
 two points and write them. ``bench``/``plan`` points are evaluated by cheap fakes (the sweep's
-input handling is under test, not the simulator). A few hundred cases by default; 10,000 with
-``-m slow``.
+input handling is under test, not the simulator). A few hundred cases by default; 10,000 in the
+opt-in campaign (``SCALEUP_FUZZ_CAMPAIGN=1``; too long for the suite CI runs).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import resource
 import time
 from pathlib import Path
@@ -79,6 +80,10 @@ def test_fuzz_sweep_spec(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("SCALEUP_FUZZ_CAMPAIGN", "") in ("", "0"),
+    reason="set SCALEUP_FUZZ_CAMPAIGN=1 to run",
+)
 @settings(_FUZZ, max_examples=10_000)
 @given(content=file_bytes(sweep_spec_texts()))
 def test_fuzz_sweep_spec_10k(
