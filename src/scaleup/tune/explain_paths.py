@@ -75,11 +75,9 @@ def channel_paths(schedule: Schedule) -> tuple[ChannelPath, ...]:
     for ch in np.unique(t.channel).tolist():
         mine = t.channel == ch
         groups = sorted(
-            {
-                tuple(sorted({*_ranks(t.src_rank, t.src_ptr, i), *_ranks(t.dst_rank, t.dst_ptr, i)}))
-                for i in np.flatnonzero(mine & switch).tolist()
-            }
-        )
+            {_switch_group(t.src_rank, t.src_ptr, t.dst_rank, t.dst_ptr, i)
+             for i in np.flatnonzero(mine & switch).tolist()}
+        )  # fmt: skip
         if groups:
             out.append(ChannelPath(int(ch), "switch", tuple(groups)))
         pairs = np.unique(np.stack([src[mine & p2p], dst[mine & p2p]], axis=1), axis=0)
@@ -89,8 +87,12 @@ def channel_paths(schedule: Schedule) -> tuple[ChannelPath, ...]:
     return tuple(out)
 
 
-def _ranks(ranks: np.ndarray, ptr: np.ndarray, i: int) -> list[int]:
-    return [int(r) for r in ranks[ptr[i] : ptr[i + 1]]]
+def _switch_group(
+    src: np.ndarray, src_ptr: np.ndarray, dst: np.ndarray, dst_ptr: np.ndarray, i: int
+) -> tuple[int, ...]:
+    """The ranks op ``i`` (a switch reduction) reads from or writes to, ascending."""
+    ranks = {*src[src_ptr[i] : src_ptr[i + 1]].tolist(), *dst[dst_ptr[i] : dst_ptr[i + 1]].tolist()}
+    return tuple(sorted(int(r) for r in ranks))
 
 
 def _describe(channel: int, edges: list[tuple[int, int]]) -> ChannelPath:

@@ -391,7 +391,7 @@ class _Search:
         q.session.observer(CandidateOutcome(
             q.topology, q.group, q.collective, nbytes, count, cand, chunks,
             "pruned" if pruned else "failed" if timed is None else "simulated",
-            time_s=None if timed is None else timed.time_s, result=timed and timed.result,
+            time_s=None if timed is None else timed.time_s, result=timed.result if timed else None,
             bound_s=max((self.bounds or {}).get(cand, 0.0), q.lower_bound_s(cand, count))
             if pruned else None, compiled=q.compiled.get(key) or q.compiled.get(first),
             reason=q.failed.get(key, ""),
