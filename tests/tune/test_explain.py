@@ -108,11 +108,12 @@ def test_to_dict_is_plain_data(ring_1g):
         ([(0, 1), (1, 0), (1, 2), (2, 1)], "chain", "chain 0-1-2"),
         ([(0, 1), (2, 3)], "chain", "chain 0-1 | 2-3"),
         ([(0, 4), (4, 0), (4, 2), (2, 4), (4, 6), (6, 4)], "tree", "tree 0-4 4-2 4-6"),
-        ([(0, 1), (1, 0), (1, 2), (2, 0)], "edges", "edges 0>1 1>0 1>2 2>0"),
+        ([(0, 1), (0, 2), (1, 2)], "edges", "edges 0>1 0>2 1>2"),
+        ([(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)], "ring", "ring 0>1>2>0 | 3>4>5>3"),
     ],
 )
 def test_channel_layouts_read_back(edges, kind, text):
-    path = _describe(0, edges)
+    (path,) = _describe(0, edges)
     assert (path.kind, path.text()) == (kind, text)
 
 
@@ -120,3 +121,10 @@ def test_long_orders_are_cut_in_text_only():
     path = ChannelPath(0, "ring", (tuple(range(64)),))
     assert path.text().endswith(">...>0")
     assert len(path.orders[0]) == 64
+
+
+def test_rings_inside_servers_and_hops_between_are_told_apart():
+    rings = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)]
+    hops = [(0, 3), (3, 0), (1, 4), (4, 1)]
+    paths = _describe(2, rings + hops)
+    assert [p.text() for p in paths] == ["ring 0>1>2>0 | 3>4>5>3", "chain 0-3 | 1-4"]

@@ -3,8 +3,8 @@
 Per channel tag, the ops that move data between two ranks give directed edges ``src -> dst``
 (communicator ranks). They are described, in this order of preference, as
 
-- ``ring``: one directed cycle through every rank of the channel (``orders``: one order, the
-  ring starting at its least rank; the last rank sends to the first);
+- ``ring``: directed cycles, every rank sending to one and receiving from one (``orders``: each
+  ring from its least rank; the last rank sends to the first);
 - ``chain``: paths whose hops carry data both ways or one way (a tree's chains, NVLS-Tree's
   legs), when the edges, taken undirected, form disjoint simple paths (``orders``: each path
   from its least end);
@@ -15,7 +15,8 @@ Per channel tag, the ops that move data between two ranks give directed edges ``
   ``(src, dst)`` pairs.
 
 A channel with switch reductions and point-to-point edges (NVLS with a tree) gets one entry of
-each.
+each; edges that are no one shape are split into the one-way edges (rings inside servers) and the
+two-way ones (hops between servers), each described as above.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class ChannelPath:
             return items if len(items) <= SHOWN else [*items[: SHOWN - 1], "...", items[-1]]
 
         if self.kind == "ring":
-            order = [str(r) for r in self.orders[0]]
-            return "ring " + ">".join(cut([*order, order[0]]))
+            rings = ([str(r) for r in o] for o in self.orders)
+            return "ring " + " | ".join(">".join(cut([*o, o[0]])) for o in rings)
         if self.kind == "chain":
             return "chain " + " | ".join("-".join(cut([str(r) for r in o])) for o in self.orders)
         if self.kind == "switch":
@@ -83,7 +84,7 @@ def channel_paths(schedule: Schedule) -> tuple[ChannelPath, ...]:
         pairs = np.unique(np.stack([src[mine & p2p], dst[mine & p2p]], axis=1), axis=0)
         edges = [(int(a), int(b)) for a, b in pairs]
         if edges:
-            out.append(_describe(int(ch), edges))
+            out += _describe(int(ch), edges)
     return tuple(out)
 
 
@@ -95,31 +96,46 @@ def _switch_group(
     return tuple(sorted(int(r) for r in ranks))
 
 
-def _describe(channel: int, edges: list[tuple[int, int]]) -> ChannelPath:
-    ring = _ring(edges)
-    if ring is not None:
-        return ChannelPath(channel, "ring", (ring,))
-    chains = _chains(edges)
-    if chains is not None:
-        return ChannelPath(channel, "chain", chains)
-    tree = _tree(edges)
-    if tree is not None:
-        return ChannelPath(channel, "tree", tree)
-    return ChannelPath(channel, "edges", tuple(edges))
+def _describe(channel: int, edges: list[tuple[int, int]]) -> list[ChannelPath]:
+    """The layout of one channel's edges; when they are no one shape, the one-way edges (rings
+    inside servers, say) and the two-way ones (hops between them) are described apart."""
+    whole = _shape(channel, edges)
+    if whole.kind != "edges":
+        return [whole]
+    both = {(a, b) for a, b in edges if (b, a) in set(edges)}
+    one_way = [e for e in edges if e not in both]
+    two_way = [(a, b) for a, b in edges if (a, b) in both and a < b]
+    if not one_way or not two_way:
+        return [whole]
+    return [_shape(channel, one_way), _shape(channel, [*two_way, *((b, a) for a, b in two_way)])]
 
 
-def _ring(edges: list[tuple[int, int]]) -> tuple[int, ...] | None:
-    """The cycle when ``edges`` are one directed cycle through all their ranks, else None."""
+def _shape(channel: int, edges: list[tuple[int, int]]) -> ChannelPath:
+    for kind, read in (("ring", _rings), ("chain", _chains), ("tree", _tree)):
+        orders = read(edges)
+        if orders is not None:
+            return ChannelPath(channel, kind, orders)
+    return ChannelPath(channel, "edges", tuple(sorted(edges)))
+
+
+def _rings(edges: list[tuple[int, int]]) -> tuple[tuple[int, ...], ...] | None:
+    """Disjoint directed cycles (each from its least rank) when every rank of ``edges`` sends
+    to one and receives from one, else None."""
     succ = dict(edges)
-    if len(succ) != len(edges) or len(set(succ.values())) != len(edges) or len(edges) < 2:
+    if len(succ) != len(edges) or set(succ.values()) != set(succ) or len(edges) < 2:
         return None
-    start = min(succ)
-    order = [start]
-    while (nxt := succ.get(order[-1])) is not None and nxt != start:
-        if nxt in order:
-            return None
-        order.append(nxt)
-    return tuple(order) if nxt == start and len(order) == len(succ) else None
+    rings, seen = [], set()
+    for start in sorted(succ):
+        if start in seen:
+            continue
+        order = [start]
+        while succ[order[-1]] != start:
+            order.append(succ[order[-1]])
+        seen.update(order)
+        rings.append(tuple(order))
+    if any(len(r) < 3 for r in rings) and len(rings) > 1:  # pairs both ways: chains, not rings
+        return None
+    return tuple(rings)
 
 
 def _chains(edges: list[tuple[int, int]]) -> tuple[tuple[int, ...], ...] | None:
