@@ -124,6 +124,7 @@ class BenchFlags:
     nprocs: int | None
     iters: int | None
     warmup: int | None
+    explain: bool = False
 
 
 def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
@@ -163,6 +164,7 @@ def _check_mode(flags: BenchFlags) -> None:
         "--channels": flags.channels is not None,
         "--tuner": flags.tuner is not None,
         "--no-p2p": flags.no_p2p,
+        "--explain": flags.explain,
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:
@@ -261,6 +263,25 @@ def _render(
         render.console.print(line, markup=False, highlight=False)
 
 
+def _explain(
+    flags: BenchFlags,
+    request: BenchRequest,
+    args: SweepArgs,
+    output: tuple[bool, bool, Path | None],
+) -> None:
+    """``--explain``: the table, then every size's candidates (or their JSON records)."""
+    from scaleup.cli.bench_explain import explain_series, print_explanations
+
+    if output[1]:
+        raise UsageError("--explain prints a report; use --json for its data", source="--csv")
+    topos = _topologies(flags)
+    with flag_errors(FLAG_OF):
+        series, explained = explain_series(topos, request)
+    if not output[0]:
+        _render(series, topos, args, flags, output)
+    print_explanations(explained, output[0])
+
+
 _OPTIONS: dict[str, Any] = {
     "min_bytes": typer.Option("8", "-b", "--minbytes", help="Smallest size (e.g. 8, 64K, 1M)."),
     "max_bytes": typer.Option("8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."),
@@ -295,6 +316,9 @@ _OPTIONS: dict[str, Any] = {
     "nprocs": typer.Option(None, "-n", "--nprocs", help="Processes (ranks) for --runtime."),
     "iters": typer.Option(None, "--iters", help="Timed iterations per size (--runtime)."),
     "warmup": typer.Option(None, "--warmup", help="Warm-up iterations per size (--runtime)."),
+    "explain": typer.Option(
+        False, "--explain", help="Per size: every candidate, its time, what bounds it, channels."
+    ),
 }
 
 
@@ -320,15 +344,20 @@ def bench_cmd(
     nprocs: int | None = _OPTIONS["nprocs"],
     iters: int | None = _OPTIONS["iters"],
     warmup: int | None = _OPTIONS["warmup"],
+    explain: bool = _OPTIONS["explain"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
     flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
-                   channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup)  # fmt: skip
+                   channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup,
+                   explain)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     _check_mode(flags)
     request, args = request_from_flags(flags)
     topos: dict[str, Topology] = {}
+    if explain:
+        _explain(flags, request, args, (json_out, csv_out, plot))
+        return
     if runtime is None:
         series, topos = _simulate(flags, request)
     else:

@@ -34,6 +34,7 @@ from scaleup.sim import CompiledSchedule, Network, SimResult, compile_schedule
 from scaleup.topology.model import Topology
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import REFERENCE_BLOCKS, CheckedSet
+from scaleup.tune.observe import CandidateOutcome, Observer
 from scaleup.tune.request import ROOTED, BenchRequest
 from scaleup.tune.rules import Candidate, candidates, chunks_for
 
@@ -203,6 +204,8 @@ class TuneSession:
 
     def __init__(self) -> None:
         self.checked = CheckedSet()
+        #: called with every candidate's :class:`~scaleup.tune.observe.CandidateOutcome` (explain)
+        self.observer: Observer | None = None
         self._networks: dict[Topology, Network] = {}
         self._questions: dict[tuple[object, ...], _Question] = {}
 
@@ -356,8 +359,10 @@ class _Search:
         considered = []
         for cand in self._queue(count):
             if best is not None and self._pruned(cand, count, best[0]):
+                self._observe(nbytes, count, cand, None, pruned=True)
                 continue
             timed = self.question.simulate(cand, nbytes, count)
+            self._observe(nbytes, count, cand, timed)
             if timed is None:
                 continue
             considered.append((cand, timed.time_s))
@@ -373,3 +378,21 @@ class _Search:
                 source=q.topology.name,
             )
         return best[2], best[3], tuple(considered)
+
+    def _observe(
+        self, nbytes: int, count: int, cand: Candidate, timed: _Timed | None, pruned: bool = False
+    ) -> None:
+        """Tell the session's observer what became of ``cand`` (nothing when there is none)."""
+        q = self.question
+        if q.session.observer is None:
+            return
+        chunks = chunks_for(cand.algorithm, q.collective, nbytes, cand.channels, cand.protocol)
+        key, first = (cand.algorithm, cand.channels, chunks), (cand.algorithm, cand.channels, 1)
+        q.session.observer(CandidateOutcome(
+            q.topology, q.group, q.collective, nbytes, count, cand, chunks,
+            "pruned" if pruned else "failed" if timed is None else "simulated",
+            time_s=None if timed is None else timed.time_s, result=timed.result if timed else None,
+            bound_s=max((self.bounds or {}).get(cand, 0.0), q.lower_bound_s(cand, count))
+            if pruned else None, compiled=q.compiled.get(key) or q.compiled.get(first),
+            reason=q.failed.get(key, ""),
+        ))  # fmt: skip
