@@ -3,7 +3,7 @@
 >>> from scaleup.collectives.spec import CollectiveSpec
 >>> s = build_schedule("ring", CollectiveSpec("all_reduce", nranks=4, count=8))
 >>> s.n_steps, s.n_ops
-(6, 30)
+(6, 36)
 >>> "nvls" in algorithms_for("all_reduce")
 True
 
