@@ -49,8 +49,9 @@ __all__ = [
     "enabled_protocols",
 ]
 
-#: Algorithms NCCL has (ring, tree, nvls; CollNet/PAT if the library grows them). ``hierarchical``
-#: stands for NCCL's multi-node compositions (NVLSTree, tree across nodes, ring within).
+#: Algorithms NCCL has (ring, tree, nvls, nvls_tree; CollNet/PAT if the library grows them).
+#: ``hierarchical`` stands for NCCL's other multi-node compositions (tree across nodes, chains
+#: or rings within).
 NCCL_ALGORITHMS = frozenset({"ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "hierarchical"})
 #: Algorithm families the tuner picks from: NCCL's (what nccl-tests prints) or all of ours.
 FAMILIES = ("nccl", "all")
