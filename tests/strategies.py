@@ -91,7 +91,7 @@ def _params(draw: st.DrawFn, algorithm: str, nranks: int) -> dict[str, Any]:
         params["orders"] = [list(o) for o in orders]
     if algorithm == "direct":
         params["shot"] = draw(st.sampled_from((1, 2, "auto")))
-    if algorithm == "hierarchical":
+    if algorithm in ("hierarchical", "nvls_tree"):
         divisors = [g for g in range(1, nranks + 1) if nranks % g == 0]
         params["ranks_per_node"] = draw(st.sampled_from(divisors))
     return params

@@ -31,7 +31,7 @@ def _cases() -> list[tuple[str, str, int, int]]:
 
 @pytest.mark.parametrize(("name", "collective", "n", "count"), _cases())
 def test_every_algorithm_verifies(name: str, collective: str, n: int, count: int) -> None:
-    params = _rpn(n) if name == "hierarchical" else {}
+    params = _rpn(n) if name in ("hierarchical", "nvls_tree") else {}
     spec = CollectiveSpec(collective, nranks=n, count=count, root=n // 2)
     schedule = build_schedule(name, spec, **params)
     report = verify(schedule, "int32")
@@ -90,7 +90,9 @@ def test_channels_tag_ops() -> None:
 
 
 def test_registry_queries() -> None:
-    assert set(ALGORITHMS) == {"ring", "tree", "recursive", "direct", "nvls", "hierarchical"}
+    assert set(ALGORITHMS) == {
+        *("ring", "tree", "recursive", "direct", "nvls", "hierarchical", "nvls_tree")
+    }
     assert algorithms_for("all_to_all") == ["direct"]
     assert "tree" in algorithms_for("broadcast")
     for collective in COLLECTIVES:

@@ -18,7 +18,7 @@ _LANES = ((1, 1), (2, 3))
 
 
 def _variants(algorithm: str, n: int) -> list[dict]:
-    if algorithm == "hierarchical":
+    if algorithm in ("hierarchical", "nvls_tree"):
         return [{"ranks_per_node": g} for g in range(1, n + 1) if n % g == 0]
     if algorithm == "direct":
         return [{"shot": 1}, {"shot": 2}]

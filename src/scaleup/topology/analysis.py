@@ -50,6 +50,7 @@ __all__ = [
     "max_hops",
     "nvlink_class",
     "nvls_capable",
+    "nvls_tree_capable",
     "pair_table",
     "per_accelerator_gb_per_s",
     "pooled_memory_bytes",
@@ -297,6 +298,20 @@ def nvls_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
         if not nvlink or not all(s.in_switch_reduction for s in nvlink):
             return False
     return True
+
+
+def nvls_tree_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether NVLS-Tree applies to the group: it spans more than one server and, inside every
+    server, its ranks are :func:`nvls_capable` (NVLink SHARP switches reduce for every rank
+    there). Whether the servers' NICs suffice is the tuner's business (one head per NIC)."""
+    if not t.peer_access:
+        return False
+    devices = _rank_devices(t, ranks)
+    accs = {d.id: i for i, d in enumerate(t.accelerators)}
+    by_node: dict[int, list[int]] = {}
+    for d in devices:
+        by_node.setdefault(int(d.node), []).append(accs[d.id])
+    return len(by_node) > 1 and all(nvls_capable(t, group) for group in by_node.values())
 
 
 def nvlink_class(t: Topology, ranks: Sequence[int] | None = None) -> bool:

@@ -7,6 +7,11 @@ The enable rules applied here (prior-art §4.3):
 - ``nvls`` only where every rank hangs off switches with in-switch reduction (NVLink SHARP), all
   inside one switch domain (one server, or one NVL72 rack), and only with the ``simple`` protocol
   (NVLS/NVLSTree are Simple-only in NCCL);
+- ``nvls_tree`` (NCCL's NVLS_TREE) only for all_reduce across servers that each reduce in their
+  switches, in equal blocks of ranks;
+- both only for the dtypes and reductions the switch does, the collectives NCCL has NVLS kernels
+  for, and with at least two channels (:mod:`scaleup.tune.nvls`: ``ncclNvlsSupported``, NCCL
+  2.30.7 ``src/graph/tuning.cc``); NVLS all_gather / reduce_scatter never across servers;
 - ``ll128`` only on NVLink-class paths (NCCL enables it up to NVB intra-node paths, never over
   PCIe-only or host-staged paths);
 - ``hierarchical`` only when the ranks span more than one server;
@@ -29,6 +34,7 @@ from scaleup.errors import UsageError
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.channels import channel_counts
+from scaleup.tune.nvls import nvls_disabled, server_block
 
 __all__ = [
     "CHUNK_BYTES",
@@ -43,9 +49,10 @@ __all__ = [
     "enabled_protocols",
 ]
 
-#: Algorithms NCCL has (ring, tree, nvls; CollNet/PAT if the library grows them). ``hierarchical``
-#: stands for NCCL's multi-node compositions (NVLSTree, tree across nodes, ring within).
-NCCL_ALGORITHMS = frozenset({"ring", "tree", "nvls", "collnet", "pat", "hierarchical"})
+#: Algorithms NCCL has (ring, tree, nvls, nvls_tree; CollNet/PAT if the library grows them).
+#: ``hierarchical`` stands for NCCL's other multi-node compositions (tree across nodes, chains
+#: or rings within).
+NCCL_ALGORITHMS = frozenset({"ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "hierarchical"})
 #: Algorithm families the tuner picks from: NCCL's (what nccl-tests prints) or all of ours.
 FAMILIES = ("nccl", "all")
 #: Bytes one pipeline step moves per channel, per protocol (NCCL's per-step buffer slot:
@@ -65,6 +72,7 @@ _PIPELINED = {
     ("ring", "broadcast"),
     ("ring", "reduce"),
     ("hierarchical", "all_reduce"),  # chunk c crosses the nodes while chunk c+1 is reduced inside
+    ("nvls_tree", "all_reduce"),  # the same, with the reduction in the switches
 }
 
 
@@ -103,9 +111,16 @@ def chunks_for(algorithm: str, collective: str, nbytes: int, channels: int, prot
 
 
 def enabled_algorithms(
-    topology: Topology, collective: str, ranks: Sequence[int] | None = None, family: str = "nccl"
+    topology: Topology,
+    collective: str,
+    ranks: Sequence[int] | None = None,
+    family: str = "nccl",
+    *,
+    dtype: str = "float32",
+    redop: str = "sum",
 ) -> list[str]:
-    """Algorithms the library has for ``collective`` that NCCL's rules enable on this fabric.
+    """Algorithms the library has for ``collective`` that NCCL's rules enable on this fabric
+    for ``dtype`` and ``redop``.
 
     ``family="nccl"`` (default) keeps the algorithms NCCL has (:data:`NCCL_ALGORITHMS`), so the
     tuner predicts what nccl-tests prints; ``"all"`` adds ours (direct, recursive), which NCCL
@@ -115,11 +130,12 @@ def enabled_algorithms(
     multi_node = len(set(analysis.rank_nodes(topology, ranks))) > 1
     out = []
     for name in algorithms_for(collective):
-        if name == "nvls" and not analysis.nvls_capable(topology, ranks):
+        if not _fabric_allows(topology, name, ranks, multi_node):
             continue
-        if name == "hierarchical" and not multi_node:
-            continue
-        out.append(name)
+        why = nvls_disabled(name, collective, dtype=dtype, redop=redop, multi_node=multi_node,
+                            family=family)  # fmt: skip
+        if why is None:
+            out.append(name)
     if family == "all":
         return out
     # our hierarchical stands for NCCL's multi-node all_reduce (tree / NVLSTree compose an
@@ -132,12 +148,26 @@ def enabled_algorithms(
     return nccl or out  # all_to_all / send_recv: NCCL's p2p pairwise exchange is our direct
 
 
+def _fabric_allows(
+    topology: Topology, name: str, ranks: Sequence[int] | None, multi_node: bool
+) -> bool:
+    """The topology's part of the enable rules (the dtype's is :func:`nvls_disabled`)."""
+    if name == "nvls":
+        return analysis.nvls_capable(topology, ranks)
+    if name == "nvls_tree":
+        blocks = server_block(topology, ranks) is not None
+        return blocks and analysis.nvls_tree_capable(topology, ranks)
+    if name == "hierarchical":
+        return multi_node
+    return True
+
+
 def enabled_protocols(
     topology: Topology, algorithm: str, ranks: Sequence[int] | None = None
 ) -> list[str]:
     """Protocols enabled for ``algorithm`` (NCCL's order: LL, LL128, Simple): NVLS is
     Simple-only; LL128 only on NVLink paths."""
-    if algorithm == "nvls":
+    if algorithm in ("nvls", "nvls_tree"):
         return ["simple"]
     protos = ["ll", "simple"]
     if analysis.nvlink_class(topology, ranks):
@@ -150,6 +180,8 @@ def candidates(
     collective: str,
     *,
     ranks: Sequence[int] | None = None,
+    dtype: str = "float32",
+    redop: str = "sum",
     algo: str | None = None,
     proto: str | None = None,
     channels: int | None = None,
@@ -160,6 +192,9 @@ def candidates(
     An override bypasses the enable rule it names (``algorithm="nvls"`` on a fabric without
     NVLS is still tried, and fails if the algorithm cannot be built), as ``NCCL_ALGO`` does.
     The overrides are taken as given: :class:`~scaleup.tune.request.BenchRequest` validates them.
+    The NVLS rules of :func:`~scaleup.tune.nvls.nvls_disabled` (the dtype and reduction the
+    switch does, NCCL's channel floor) hold even for an override: NCCL finds no algorithm then,
+    and so a :class:`~scaleup.errors.UsageError` says why.
     """
     algos = [algo] if algo is not None else enabled_algorithms(topology, collective, ranks, family)
     counts = (channels,) if channels is not None else channel_counts(topology, ranks)
@@ -167,4 +202,25 @@ def candidates(
     for a in algos:
         protos = [proto] if proto is not None else enabled_protocols(topology, a, ranks)
         out.extend(Candidate(a, p, c) for p in protos for c in counts)
-    return out
+    return _runnable(topology, collective, ranks, out, dtype=dtype, redop=redop, family=family)
+
+
+def _runnable(
+    topology: Topology,
+    collective: str,
+    ranks: Sequence[int] | None,
+    cands: list[Candidate],
+    **rule: str,
+) -> list[Candidate]:
+    """``cands`` less those the NVLS rules disable; a UsageError when that leaves none."""
+    multi_node = len(set(analysis.rank_nodes(topology, ranks))) > 1
+    why = {
+        c: nvls_disabled(
+            c.algorithm, collective, channels=c.channels, multi_node=multi_node, **rule
+        )  # fmt: skip
+        for c in cands
+    }
+    kept = [c for c in cands if why[c] is None]
+    if cands and not kept:
+        raise UsageError(f"no candidate left: {why[cands[0]]}", source="algorithm")
+    return kept

@@ -34,6 +34,7 @@ from scaleup.sim import CompiledSchedule, Network, SimResult, compile_schedule
 from scaleup.topology.model import Topology
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import REFERENCE_BLOCKS, CheckedSet
+from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.observe import CandidateOutcome, Observer
 from scaleup.tune.request import ROOTED, BenchRequest
 from scaleup.tune.rules import Candidate, candidates, chunks_for
@@ -118,6 +119,8 @@ class _Question:
     def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Schedule:
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
         params = self.shape.params(algorithm, channels)
+        if algorithm == "nvls_tree":  # server size and one head per NIC
+            params = nvls_tree_params(self.topology, self.group)
         return build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
 
     def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule:
@@ -257,6 +260,8 @@ class TuneSession:
             topology,
             request.op,
             ranks=ranks,
+            dtype=request.dtype,
+            redop=request.spec_redop,
             algo=request.algorithm,
             proto=request.protocol,
             channels=request.channels,

@@ -26,7 +26,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleup.collectives.algorithms import direct, hierarchical, nvls, recursive, ring, tree
+from scaleup.collectives.algorithms import (
+    direct,
+    hierarchical,
+    nvls,
+    nvls_tree,
+    recursive,
+    ring,
+    tree,
+)
 from scaleup.collectives.algorithms._common import local_copy_schedule
 from scaleup.collectives.algorithms._estimate import check_schedule_size
 from scaleup.collectives.schedule import Schedule
@@ -124,6 +132,16 @@ _register(
         hierarchical.check,
     )
 )
+_register(
+    Algorithm(
+        "nvls_tree",
+        "NCCL's NVLS_TREE: in-switch reduction per server, a tree across servers, multicast back",
+        nvls_tree.BUILDERS,
+        nvls_tree.PARAMS,
+        nvls_tree.normalise,
+        nvls_tree.check,
+    )
+)
 
 
 def _lookup(name: str) -> Algorithm:
@@ -175,7 +193,7 @@ def build_schedule(name: str, spec: CollectiveSpec, **params: Any) -> Schedule:
     ----------
     name
         A key of :data:`ALGORITHMS` (``ring``, ``tree``, ``recursive``, ``direct``, ``nvls``,
-        ``hierarchical``).
+        ``hierarchical``, ``nvls_tree``).
     spec
         The collective, world size and element count.
     **params

@@ -18,6 +18,8 @@ for world sizes 1..32 by ``tests/collectives/test_estimate.py``), tight within a
 ``6 n``             trees, chains (ring/direct broadcast, reduce, send_recv)
 ``2 n``             NVLS broadcast and reduce (one multicast of n chunks)
 ``6 n (r + n/r) + n``  hierarchical with ``r`` ranks per node: rings inside and across nodes
+``h (n/r) (r + 3)``     NVLS-Tree, ``h`` heads of ``r`` ranks per node: a reduction of ``r``
+                    sources and a multicast to ``r`` per server and head, two tree hops
 ==================  =====================================================================
 
 A ``bidirectional`` ring runs every lane both ways round: twice the ops.
@@ -68,6 +70,12 @@ def _hierarchical(n: int, params: Mapping[str, Any]) -> int:
     return 6 * n * (per_node + -(-n // per_node)) + n
 
 
+def _nvls_tree(n: int, params: Mapping[str, Any]) -> int:
+    per_node = max(1, int(params.get("ranks_per_node") or n))
+    heads = len(params.get("heads") or range(per_node))
+    return heads * -(-n // per_node) * (per_node + 3)
+
+
 _CHAINS = {"broadcast": _linear, "reduce": _linear, "send_recv": _linear}
 
 #: algorithm -> collective -> op-equivalents of one lane; ``"*"`` for the other collectives.
@@ -78,6 +86,7 @@ PER_LANE: dict[str, dict[str, PerLane]] = {
     "recursive": {"*": _nlogn},
     "nvls": {"*": _multicast, "broadcast": _fan, "reduce": _fan},
     "hierarchical": {"*": _hierarchical},
+    "nvls_tree": {"*": _nvls_tree},
 }
 
 

@@ -1,0 +1,86 @@
+"""NVLS-Tree (``nvls_tree``): verified for every world size it accepts, and its traffic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scaleup.collectives.algorithms import build_schedule, supports
+from scaleup.collectives.schedule import OpKind
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.collectives.verify import verify
+from scaleup.errors import UnsupportedCollective, UsageError
+
+
+def _layouts(n: int) -> list[tuple[int, tuple[int, ...] | None]]:
+    """Every server size g dividing n, with every local rank a head (None) or a few of them."""
+    out: list[tuple[int, tuple[int, ...] | None]] = []
+    for g in (d for d in range(1, n + 1) if n % d == 0):
+        out += [(g, None), (g, (g - 1,))]
+        if g > 2:
+            out.append((g, (g - 1, 0)))
+    return out
+
+
+@pytest.mark.parametrize("n", range(1, 17))
+def test_every_accepted_world_size_verifies(n: int) -> None:
+    """World sizes 1..16, every ranks_per_node dividing them, heads (all, one, two), lanes
+    (channels x chunks) 1x1 and 2x3, counts empty, tiny, uneven; int32 out of place, float16
+    in place (the head's output is its input there)."""
+    for g, heads in _layouts(n):
+        for channels, chunks in ((1, 1), (2, 3)):
+            for count in (0, 5, 6 * n + 1):
+                spec = CollectiveSpec("all_reduce", nranks=n, count=count)
+                s = build_schedule(
+                    "nvls_tree", spec, ranks_per_node=g, heads=heads, channels=channels,
+                    chunks=chunks,
+                )  # fmt: skip
+                verify(s, "int32")
+                if count:
+                    verify(s, "float16", in_place=True)
+
+
+def test_unsupported_sizes_and_bad_params_are_refused() -> None:
+    assert supports("nvls_tree", "all_reduce", 12)  # default: one server of 12
+    assert supports("nvls_tree", "all_reduce", 12, ranks_per_node=4)
+    assert not supports("nvls_tree", "all_reduce", 12, ranks_per_node=5)
+    assert not supports("nvls_tree", "all_reduce", 8, ranks_per_node=4, heads=[4])
+    assert not supports("nvls_tree", "all_gather", 8)  # NCCL's NVLS_TREE: all_reduce only
+    with pytest.raises(UnsupportedCollective, match="not a multiple"):
+        build_schedule("nvls_tree", CollectiveSpec("all_reduce", 6, 8), ranks_per_node=4)
+    for heads in ([], [1, 1], "01", [-1]):
+        with pytest.raises(UsageError):
+            build_schedule("nvls_tree", CollectiveSpec("all_reduce", 4, 8), heads=heads)
+
+
+@pytest.mark.parametrize(("m", "g", "heads"), [(2, 8, None), (4, 4, (0, 2)), (3, 2, None)])
+def test_traffic(m: int, g: int, heads: tuple[int, ...] | None) -> None:
+    """Each rank puts its whole buffer into its switch and gets the sum back from it; across
+    servers only heads talk, a head to the head of its own slice (one rail), and every tree edge
+    carries every slice once up and once down: 2 (m - 1) x count elements cross, in all."""
+    n, count = m * g, 2 * 3 * 4 * m * g
+    s = build_schedule(
+        "nvls_tree", CollectiveSpec("all_reduce", n, count), ranks_per_node=g, heads=heads,
+        channels=2, chunks=2,
+    )  # fmt: skip
+    t = s.table
+    src_in = np.zeros(n, dtype=np.int64)
+    dst_in = np.zeros(n, dtype=np.int64)
+    crossing = 0
+    for op in s.ops:
+        if op.kind is OpKind.SWITCH_REDUCE and len(op.srcs) == g:
+            for c in op.srcs:
+                src_in[c.rank] += c.count
+        elif op.kind is OpKind.SWITCH_REDUCE:
+            for c in op.dsts:
+                dst_in[c.rank] += c.count
+        else:
+            (a,), (b,) = op.srcs, op.dsts
+            assert a.rank // g != b.rank // g  # p2p only across servers
+            assert a.rank % g == b.rank % g  # head to head of the same slice
+            assert a.rank % g in (heads or range(g))
+            crossing += op.count
+    assert np.all(src_in == count)
+    assert np.all(dst_in == count)
+    assert crossing == 2 * (m - 1) * count
+    assert len(np.unique(t.channel)) == 2
