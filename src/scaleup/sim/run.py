@@ -30,7 +30,12 @@ class Run:
     """One simulation: the event handlers over the compiled arrays."""
 
     def __init__(
-        self, c: CompiledSchedule, proto: Protocol, bytes_per_count: float, solver: Any
+        self,
+        c: CompiledSchedule,
+        proto: Protocol,
+        bytes_per_count: float,
+        solver: Any,
+        step_bytes: float | None = None,
     ) -> None:
         self.c = c
         self.proto = proto
@@ -59,6 +64,9 @@ class Run:
         self.resolve_pending = False
         self.n_events = 0
         self.pos = np.zeros(c.n_vars, dtype=np.int64)
+        self.a_thr = np.zeros(0)  # remaining bytes at which an op releases its cut-through succs
+        self.a_tt = np.zeros(0)  # when it will (inf: no pending release)
+        self.pipe = _Pipelined(self, step_bytes) if step_bytes is not None and n else None
 
     def result(self) -> SimResult:
         c = self.c
@@ -119,14 +127,33 @@ class Run:
         self.env.schedule_at(event, time_s, priority)
         return event
 
+    def _bytes_done(self, ops: np.ndarray, now: float) -> None:
+        if self.pipe is None:
+            self._finish(ops, now)
+        else:
+            self.pipe.bytes_done(ops, now)
+
     def _finish(self, ops: np.ndarray, now: float) -> None:
         c = self.c
         self.end[ops] = now
+        if self.pipe is not None:
+            self.pipe.finish(ops, now)
+            return
         if len(ops) == 1:
             i = int(ops[0])
             succ = c.succ_idx[c.succ_ptr[i] : c.succ_ptr[i + 1]]
         else:
             succ = c.succ_idx[_csr_rows(c.succ_ptr, ops)]
+        if not len(succ):
+            return
+        np.subtract.at(self.deps_left, succ, 1)
+        ready = succ[self.deps_left[succ] == 0]
+        if len(ready) > 1:
+            ready = np.unique(ready)
+        self._release(ready, now)
+
+    def _decrement(self, succ: np.ndarray, now: float) -> None:
+        """Successor entries ``succ`` have one dependency fewer; release those now ready."""
         if not len(succ):
             return
         np.subtract.at(self.deps_left, succ, 1)
@@ -146,10 +173,16 @@ class Run:
         now = self.env.now
         ops = event.value
         self._advance(now)
+        if self.pipe is not None:
+            ops = self.pipe.hold_for_connection(ops)
+        self._begin(ops, now)
+
+    def _begin(self, ops: np.ndarray, now: float) -> None:
+        """Ops whose latency has elapsed start moving their bytes."""
         size = self.nbytes[ops]
         zero = size <= 0.0
         if zero.any():
-            self._finish(ops[zero], now)
+            self._bytes_done(ops[zero], now)
             ops, size = ops[~zero], size[~zero]
         if len(ops):
             cat = np.concatenate
@@ -158,20 +191,29 @@ class Run:
             self.a_rem = cat((self.a_rem, size))
             self.a_rate = cat((self.a_rate, np.zeros(len(ops))))
             self.a_fin = cat((self.a_fin, np.full(len(ops), np.inf)))
+            thr = np.full(len(ops), -1.0) if self.pipe is None else self.pipe.threshold(ops, size)
+            self.a_thr = cat((self.a_thr, thr))
+            self.a_tt = cat((self.a_tt, np.full(len(ops), np.inf)))
             self._need_resolve()
 
     def _on_complete(self, event: Event) -> None:
         self.n_events += 1
         now = self.env.now
         self._advance(now)
+        if self.pipe is not None:
+            fire = self.a_tt <= now
+            if fire.any():
+                self.a_thr[fire], self.a_tt[fire] = -1.0, np.inf
+                self.pipe.release_streams(self.a_op[fire], now)
         done = self.a_fin <= now
         finished = self.a_op[done]
         keep = ~done
         self.a_op, self.a_var, self.a_rem = self.a_op[keep], self.a_var[keep], self.a_rem[keep]
         self.a_rate, self.a_fin = self.a_rate[keep], self.a_fin[keep]
+        self.a_thr, self.a_tt = self.a_thr[keep], self.a_tt[keep]
         self.completion = None
         self._need_resolve()
-        self._finish(finished, now)
+        self._bytes_done(finished, now)
 
     def _on_resolve(self, event: Event) -> None:
         self.resolve_pending = False
@@ -198,7 +240,15 @@ class Run:
         rates, self.acc_rows, self.acc_bytes = hit
         self.a_rate = rates[inv]
         self.a_fin = now + self.a_rem / self.a_rate
-        self.completion = self._at(float(self.a_fin.min()), None, self._on_complete, COMPLETE)
+        nxt = float(self.a_fin.min())
+        if self.pipe is not None:
+            pending = self.a_thr >= 0.0
+            self.a_tt = np.where(
+                pending, now + (self.a_rem - np.where(pending, self.a_thr, 0.0)) / self.a_rate,
+                np.inf,
+            )  # fmt: skip
+            nxt = min(nxt, float(self.a_tt.min()))
+        self.completion = self._at(nxt, None, self._on_complete, COMPLETE)
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
@@ -226,3 +276,74 @@ class Run:
         flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col], minlength=len(m_cap))
         used = np.flatnonzero(flow > 0)
         return rates, used, flow[used]
+
+
+class _Pipelined:
+    """The bookkeeping of ``step_bytes`` runs (:mod:`scaleup.sim.pipeline`): cut-through
+    releases, connection order, and the rule that an op ends no earlier than what it forwards."""
+
+    def __init__(self, run: Run, step_bytes: float) -> None:
+        self.run = run
+        self.p = run.c.pipeline()
+        self.step_bytes = float(step_bytes)
+        n = run.c.n_ops
+        self.released = np.zeros(n, dtype=bool)  # cut-through successors already released
+        self.moved = np.zeros(n, dtype=bool)  # all bytes moved
+        self.wait_conn: dict[int, list[int]] = {}  # op -> ops of its connection waiting for it
+        self.wait_tail: dict[int, list[int]] = {}  # op -> ops whose bytes wait for its end
+
+    def threshold(self, ops: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """Remaining bytes at which each op releases its cut-through successors (-1: at its end)."""
+        early = self.p.streams_out[ops] & (size > self.step_bytes)
+        return np.where(early, size - self.step_bytes, -1.0)
+
+    def hold_for_connection(self, ops: np.ndarray) -> np.ndarray:
+        """The ops free to move bytes now; the others wait for their connection predecessor."""
+        pred = self.p.conn_pred[ops]
+        held = (pred >= 0) & ~self.moved[np.maximum(pred, 0)]
+        for op, pr in zip(ops[held].tolist(), pred[held].tolist(), strict=True):
+            self.wait_conn.setdefault(pr, []).append(op)
+        return ops[~held]
+
+    def release_streams(self, ops: np.ndarray, now: float) -> None:
+        """``ops`` have moved one step: their cut-through successors lose that dependency."""
+        c = self.run.c
+        self.released[ops] = True
+        idx = _csr_rows(c.succ_ptr, ops)
+        self.run._decrement(c.succ_idx[idx[self.p.succ_stream[idx]]], now)
+
+    def bytes_done(self, ops: np.ndarray, now: float) -> None:
+        """``ops`` moved their bytes: wake their connections; end those not waiting for a
+        cut-through predecessor's end."""
+        self.moved[ops] = True
+        for op in ops.tolist():
+            waiting = self.wait_conn.pop(op, None)
+            if waiting:
+                self.run._begin(np.asarray(waiting, dtype=np.int64), now)
+        self.run._finish(self._not_waiting(ops), now)
+
+    def _not_waiting(self, ops: np.ndarray) -> np.ndarray:
+        t, end = self.run.c.schedule.table, self.run.end
+        free = []
+        for op in ops.tolist():
+            lo, hi = t.dep_ptr[op], t.dep_ptr[op + 1]
+            deps = t.dep_idx[lo:hi][self.p.dep_stream[lo:hi]]
+            open_ = deps[np.isnan(end[deps])]
+            if len(open_):
+                self.wait_tail.setdefault(int(open_[0]), []).append(op)
+            else:
+                free.append(op)
+        return np.asarray(free, dtype=np.int64)
+
+    def finish(self, ops: np.ndarray, now: float) -> None:
+        """``ops`` ended: successors not yet released lose the dependency; waiters re-check."""
+        c = self.run.c
+        idx = _csr_rows(c.succ_ptr, ops)
+        skip = self.p.succ_stream[idx] & np.repeat(
+            self.released[ops], c.succ_ptr[ops + 1] - c.succ_ptr[ops]
+        )
+        self.released[ops] = True
+        self.run._decrement(c.succ_idx[idx[~skip]], now)
+        woken = [w for op in ops.tolist() for w in self.wait_tail.pop(op, ())]
+        if woken:
+            self.run._finish(self._not_waiting(np.asarray(woken, dtype=np.int64)), now)

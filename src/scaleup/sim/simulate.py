@@ -34,6 +34,7 @@ from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.fairshare import get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
+from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, protocol
 from scaleup.sim.run import Run
 from scaleup.sim.timeline import SimResult
@@ -172,6 +173,7 @@ class CompiledSchedule:
         self._per_protocol: dict[str, tuple[Any, ...]] = {}
         self._bound_per_count: dict[str, float] = {}
         self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
+        self._pipeline: Pipeline | None = None
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -236,6 +238,12 @@ class CompiledSchedule:
             hit = self._merged_cache[proto.name] = merge_constraints(system, capacity)
         return hit
 
+    def pipeline(self) -> Pipeline:
+        """Cut-through edges and connection order (:mod:`scaleup.sim.pipeline`), cached."""
+        if self._pipeline is None:
+            self._pipeline = pipeline_structure(self.schedule.table)
+        return self._pipeline
+
     def start_s(self, proto: Protocol) -> float:
         """When the roots are released: host launch (:data:`~scaleup.sim.params.KERNEL_LAUNCH_S`)
         plus the protocol's base latency (none for NVLS-only schedules)."""
@@ -272,14 +280,23 @@ class CompiledSchedule:
         dtype: str = "float32",
         scale: float = 1.0,
         solver: str = "maxmin",
+        step_bytes: float | None = None,
     ) -> SimResult:
-        """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``."""
+        """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``.
+
+        ``step_bytes``: pipeline the connections in steps of that many bytes (NCCL's slot size;
+        :mod:`scaleup.sim.pipeline`): a fabric op may start once the fabric op it depends on has
+        moved one step, and a connection's ops overlap their latency with the previous op's
+        bytes. None (default): every dependency waits for its predecessor's end."""
         proto = protocol(protocol_name)
         if proto.name != "simple" and np.any(self.op_class == LINK_CLASSES.index("switch")):
             raise SimulationError(
                 "nvls (switch_reduce) runs with the simple protocol only", source=proto.name
             )
-        return Run(self, proto, itemsize(dtype) * float(scale), get_solver(solver)).result()
+        if step_bytes is not None and not step_bytes > 0:
+            raise UsageError(f"step_bytes must be > 0, got {step_bytes!r}", source="step_bytes")
+        bytes_per_count = itemsize(dtype) * float(scale)
+        return Run(self, proto, bytes_per_count, get_solver(solver), step_bytes).result()
 
 
 def compile_schedule(

@@ -40,6 +40,7 @@ __all__ = [
     "CHUNK_BYTES",
     "FAMILIES",
     "MAX_PIPELINE_CHUNKS",
+    "step_bytes_for",
     "NCCL_ALGORITHMS",
     "Candidate",
     "candidates",
@@ -59,9 +60,11 @@ FAMILIES = ("nccl", "all")
 #: Simple 4 MiB buffer / NCCL_STEPS 8 = 512 KiB; LL 256 KiB of data / 8 = 32 KiB; LL128 about
 #: 600 KB / 8 ~ 64 KiB of data; ``src/include/device.h``, ``DEFAULT_*_BUFFSIZE``).
 CHUNK_BYTES = {"simple": 512 * 1024, "ll": 32 * 1024, "ll128": 64 * 1024}
-#: Pipelined algorithms (tree, chains) are cut into at most this many chunks per channel: enough to
-#: amortise the pipeline fill (within 1/16 of the streaming time), few enough to keep schedules
-#: small at 8 GB.
+#: Pipelined algorithms (tree, chains) are cut into at most this many chunks per channel. The cap
+#: bounds simulation cost only: they run with ``step_bytes`` (:func:`step_bytes_for`), so the
+#: pipeline fill is one protocol step per hop and a connection's latency overlaps its transfer
+#: (:mod:`scaleup.sim.pipeline`); 16, 64 and 256 chunks agree within 1% once a chunk is at least
+#: one step (tests/sim/test_pipeline.py).
 MAX_PIPELINE_CHUNKS = 16
 
 #: (algorithm, collective) pairs whose time benefits from cutting the message into a pipeline.
@@ -108,6 +111,17 @@ def chunks_for(algorithm: str, collective: str, nbytes: int, channels: int, prot
     per_channel = nbytes / max(channels, 1)
     want = max(1, math.ceil(per_channel / CHUNK_BYTES[protocol]))
     return int(min(MAX_PIPELINE_CHUNKS, 1 << (want - 1).bit_length()))  # a power of two
+
+
+def step_bytes_for(algorithm: str, collective: str, protocol: str) -> float | None:
+    """NCCL's slot size for pipelined algorithms (the simulator's ``step_bytes``), else None.
+
+    >>> step_bytes_for("tree", "broadcast", "simple")
+    524288
+    >>> step_bytes_for("ring", "all_reduce", "simple") is None
+    True
+    """
+    return CHUNK_BYTES[protocol] if (algorithm, collective) in _PIPELINED else None
 
 
 def enabled_algorithms(

@@ -37,7 +37,7 @@ from scaleup.tune.checks import REFERENCE_BLOCKS, CheckedSet
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.observe import CandidateOutcome, Observer
 from scaleup.tune.request import ROOTED, BenchRequest
-from scaleup.tune.rules import Candidate, candidates, chunks_for
+from scaleup.tune.rules import Candidate, candidates, chunks_for, step_bytes_for
 
 __all__ = ["Progress", "TuneSession", "TunedChoice", "resolve_group"]
 
@@ -172,7 +172,8 @@ class _Question:
         try:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
-            result = compiled.run(cand.protocol, dtype=self.dtype, scale=scale)
+            step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
+            result = compiled.run(cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step)
         except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
             self.failed[structure] = error.one_line()
             return None

@@ -44,12 +44,21 @@ __all__ = [
     "BUILDERS",
     "DEFAULT_ITEMSIZE",
     "ONE_SHOT_MAX_BYTES",
+    "P2P_MODES",
+    "P2P_PER_BATCH",
     "PARAMS",
     "auto_shot",
     "normalise",
 ]
 
-PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "shot": "auto"}
+PARAMS: dict[str, Any] = {
+    "channels": 1, "chunks": 1, "shot": "auto", "p2p": "batched", "p2p_channels": 32,
+}  # fmt: skip
+#: NCCL's p2p ops per batch of one channel (``src/include/device.h``,
+#: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``): the rounds of one p2p group.
+P2P_PER_BATCH = 8
+#: ``p2p`` values: NCCL >= 2.19's batched rounds, or every transfer at once (the fluid bound).
+P2P_MODES = ("batched", "all")
 #: ``shot="auto"``: one-shot while a rank's buffer is at most this many bytes, two-shot above.
 ONE_SHOT_MAX_BYTES = 256 * 1024
 #: Element size ``shot="auto"`` assumes where the dtype is unknown (float32, the CLI default).
@@ -72,11 +81,16 @@ def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
         shot = auto_shot(spec.count)
     if shot not in (1, 2) or isinstance(shot, bool):
         raise UsageError(f"parameter shot must be 1, 2 or 'auto', got {shot!r}", source="shot")
+    p2p = params.get("p2p", "batched")
+    if p2p not in P2P_MODES:
+        raise UsageError(f"parameter p2p must be one of {P2P_MODES}, got {p2p!r}", source="p2p")
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
         "chunks": check_int("chunks", params.get("chunks", 1)),
         "shot": int(shot),
+        "p2p": p2p,
+        "p2p_channels": check_int("p2p_channels", params.get("p2p_channels", 32)),
     }
 
 
@@ -252,28 +266,68 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def all_to_all(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    """Pairwise exchange: at step t rank r puts its block (r+t) % n into rank (r+t)'s block r."""
+    """Pairwise exchange: in round t rank r puts its block (r+t) % n into rank (r+t)'s block r.
+
+    ``p2p="batched"`` (default, NCCL >= 2.19: ``src/enqueue.cc`` ``scheduleP2pTasksToPlan`` and
+    ``ncclAddWorkBatchToPlan``, ``src/include/channel.h`` ``ncclP2pChannelBaseForRound``):
+    rounds are taken in groups of :data:`P2P_PER_BATCH`; one group's transfers are one batch on
+    its own ``channels`` channel tags (a batch never mixes two groups, and a thread block runs up
+    to 8 transfers of a batch at once). ``p2p_channels`` (NCCL's ``p2pnChannels``) bounds the
+    tags: groups ``g`` and ``g + p2p_channels // channels`` share them, and on a shared tag a
+    rank's batch starts when its previous batch there is done. ``p2p="all"``: every transfer at
+    once on ``channels`` tags (the fluid bound; the model before NCCL's batching was modelled).
+    """
     n, blk = spec.nranks, spec.block_count
-    b = ScheduleBuilder(spec, "direct", params=params)
+    b = ScheduleBuilder(spec, "direct", params=params, infer_deps=False)
     channel, chunk = _lanes(params)
-    poff, psize = split(blk, len(channel))
-    sender = np.repeat(np.arange(n), n * len(channel))
-    t = np.tile(np.repeat(np.arange(n), len(channel)), n)
-    lane = np.tile(np.arange(len(channel)), n * n)
+    k, lanes = params["channels"], len(channel)
+    poff, psize = split(blk, lanes)
+    batched = params["p2p"] == "batched"
+    per_wave = max(1, params["p2p_channels"] // k) if batched else 1
+    group = np.arange(n) // P2P_PER_BATCH if batched else np.zeros(n, dtype=np.int64)
+    wave = group // per_wave
+    sender, t, lane = (a.ravel() for a in np.meshgrid(
+        np.arange(n), np.arange(n), np.arange(lanes), indexing="ij"))  # fmt: skip
     dest = (sender + t) % n
-    local_copies(
-        b,
-        sender,
-        INPUT,
-        dest * blk + poff[lane],
-        OUTPUT,
-        sender * blk + poff[lane],
-        psize[lane],
-        dst_rank=dest,
-        channel=channel[lane],
-        step=chunk[lane] + t,
-    )
+    tag = channel[lane] + (group[t] % per_wave) * k
+    ids = np.full(n * n * lanes, -1, dtype=np.int64)
+    for w in range(int(wave.max()) + 1):
+        rows = np.flatnonzero(wave[t] == w)
+        deps = _previous_batch(ids, wave[t], sender, tag, rows, w)
+        ids[rows] = local_copies(
+            b, sender[rows], INPUT, dest[rows] * blk + poff[lane[rows]], OUTPUT,
+            sender[rows] * blk + poff[lane[rows]], psize[lane[rows]], dst_rank=dest[rows],
+            channel=tag[rows], step=chunk[lane[rows]] + t[rows], deps=deps,
+        )  # fmt: skip
     return b.build()
+
+
+def _previous_batch(
+    ids: np.ndarray,
+    wave: np.ndarray,
+    sender: np.ndarray,
+    tag: np.ndarray,
+    rows: np.ndarray,
+    w: int,
+) -> np.ndarray | None:
+    """For each op in ``rows`` (wave ``w``), the ops its rank ran in wave ``w - 1`` on the same
+    channel tag (-1 padded): the batch before it on that thread block."""
+    if w == 0:
+        return None
+    prev = np.flatnonzero((wave == w - 1) & (ids >= 0))
+    key_prev = sender[prev] * (int(tag.max()) + 1) + tag[prev]
+    key_rows = sender[rows] * (int(tag.max()) + 1) + tag[rows]
+    order = np.argsort(key_prev, kind="stable")
+    uniq, start, count = np.unique(key_prev[order], return_index=True, return_counts=True)
+    width = int(count.max(initial=1))
+    table = np.full((len(uniq), width), -1, dtype=np.int64)
+    col = np.arange(len(prev)) - np.repeat(start, count)
+    table[np.repeat(np.arange(len(uniq)), count), col] = ids[prev][order]
+    where = np.searchsorted(uniq, key_rows)
+    hit = (where < len(uniq)) & (uniq[np.minimum(where, len(uniq) - 1)] == key_rows)
+    out = np.full((len(rows), width), -1, dtype=np.int64)
+    out[hit] = table[where[hit]]
+    return out
 
 
 def send_recv(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:

@@ -136,13 +136,15 @@ def _up(
     chunk: int,
     acc_buffer: str,
     root_buffer: str,
-    jit: dict[tuple[int, int], int],
+    jit: dict[tuple[int, int], tuple[int, ...]],
 ) -> tuple[int, int, list[list[int]], list[int]]:
     """Reduce a lane up its tree; returns (root, root's final op, children, heights).
 
     An inner node first copies its own input into the target; that copy waits for the node's
-    first reduce of the previous chunk on the same channel (``jit``, updated here), so chunk
-    ``c``'s copy overlaps chunk ``c - 1``'s transfers instead of every chunk copying up front.
+    first reduce of chunk ``c - 2`` on the same channel (``jit``: the last two, updated here), so
+    chunk ``c``'s copy overlaps chunk ``c - 1``'s transfers instead of every chunk copying up
+    front, and the reduce of chunk ``c`` is ready (its latency running) while chunk ``c - 1``
+    still moves bytes, as in NCCL's pipeline of ``NCCL_STEPS`` slots.
     """
     root, children, order = _shape(parents)
     height = _heights(children, order)
@@ -152,9 +154,9 @@ def _up(
             continue
         buffer = root_buffer if v == root else acc_buffer
         target = getattr(b, buffer)(v, off, size)
-        before = jit.get((channel, v))
-        prev = b.copy(b.input(v, off, size), target, deps=[] if before is None else [before],
-                      channel=channel, step=chunk)  # fmt: skip
+        before = jit.get((channel, v), ())
+        prev = b.copy(b.input(v, off, size), target, deps=list(before[:1]) if len(before) == 2
+                      else [], channel=channel, step=chunk)  # fmt: skip
         first = True
         for ch in children[v]:
             src = (
@@ -167,7 +169,7 @@ def _up(
                 src, target, rank=ch, deps=deps, channel=channel, step=chunk + height[ch]
             )
             if first:
-                jit[(channel, v)] = prev
+                jit[(channel, v)] = (*before, prev)[-2:]
                 first = False
         last[v] = prev
     return root, last.get(root, -1), children, height
@@ -202,7 +204,7 @@ def _down(
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = table_builder(spec, "tree", params=params)
-    jit: dict[tuple[int, int], int] = {}
+    jit: dict[tuple[int, int], tuple[int, ...]] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, None):
         root, final, children, height = _up(
             b, parents, off, size, channel, chunk, "output", "output", jit
@@ -223,7 +225,7 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = table_builder(spec, "tree", scratch_count=spec.count, params=params)
-    jit: dict[tuple[int, int], int] = {}
+    jit: dict[tuple[int, int], tuple[int, ...]] = {}
     for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
         _up(b, parents, off, size, channel, chunk, "scratch", "output", jit)
     return b.build()

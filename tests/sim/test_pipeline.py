@@ -1,0 +1,120 @@
+"""Pipelined connections (``run(step_bytes=q)``, scaleup.sim.pipeline) and NCCL's p2p batches."""
+
+from __future__ import annotations
+
+import pytest
+from tests.sim.helpers_sim import alpha_beta, uniform_switch
+
+from scaleup.collectives.algorithms import build_schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.sim import compile_schedule
+from scaleup.sim import params as P
+from scaleup.sim.pipeline import NCCL_STEPS, window_covers_latency
+from scaleup.topology import resolve_topology
+from scaleup.tune.rules import CHUNK_BYTES
+
+S = 64 << 20  # bytes
+CHUNKS = (16, 64, 256)
+#: Large enough that 256 chunks of a lane are still at least one step (512 KiB) each: below a
+#: step, a chunk is the whole message of its hop and the fill shrinks with it, as in NCCL.
+S_BIG = 1 << 30
+
+
+def _time(
+    topo, algo: str, coll: str, n: int, chunks: int, proto: str, size: int = S, **kw
+) -> float:  # type: ignore[no-untyped-def]
+    count = n * chunks * 1024
+    schedule = build_schedule(
+        algo, CollectiveSpec(coll, nranks=n, count=count), chunks=chunks, **kw
+    )
+    compiled = compile_schedule(schedule, topo)
+    return compiled.run(proto, scale=size / 4 / count, step_bytes=CHUNK_BYTES[proto]).time_s
+
+
+@pytest.mark.parametrize(
+    ("algo", "coll", "proto"),
+    [("ring", "broadcast", "simple"), ("tree", "broadcast", "ll"), ("ring", "reduce", "simple")],
+)
+def test_chunk_count_does_not_change_the_time(algo: str, coll: str, proto: str) -> None:
+    """16, 64 and 256 chunks agree within 1%: the chunk cap only bounds simulation cost."""
+    topo = resolve_topology("dgx-h100")
+    times = [_time(topo, algo, coll, 4, c, proto, S_BIG, channels=2) for c in CHUNKS]
+    assert max(times) / min(times) - 1 < 0.01, times
+
+
+def test_tree_all_reduce_converges() -> None:
+    topo = resolve_topology("dgx-h100")
+    times = [_time(topo, "tree", "all_reduce", 4, c, "simple", S_BIG, channels=1) for c in (16, 64)]
+    assert max(times) / min(times) - 1 < 0.01, times
+
+
+def test_chain_broadcast_hand_worked() -> None:
+    """Chain broadcast on a line of k ranks (a contention-free switch, one channel).
+
+    Hop 0 streams the S bytes from the root at B (one thread block or the GPU's links, whichever
+    is less) after its latency ``lat``: it ends at ``start + lat + S/B``. Each further hop starts
+    once the previous one has moved one step of q bytes and has paid its own latency, then streams
+    at B behind it, so it ends ``lat + q/B`` after the previous hop. With k ranks (k - 1 hops)::
+
+        T = start + (k-1) lat + S/B + (k-2) q/B
+
+    k = 4, Simple, q = 512 KiB, S = 64 MiB: about start + 3 lat + 1.03 S/B, whatever the chunks
+    (before: with every chunk sharing each link fairly, 3 S/B, no pipelining at all).
+    """
+    k, proto = 4, "simple"
+    topo = uniform_switch(k)
+    ab = alpha_beta(topo, protocol=proto)
+    q = CHUNK_BYTES[proto]
+    want = ab.launch_s + (k - 1) * ab.alpha_s + S / ab.beta_bytes_per_s
+    want += (k - 2) * q / ab.beta_bytes_per_s
+    for chunks in (1, 16, 64):
+        got = _time(topo, "ring", "broadcast", k, chunks, proto, channels=1)
+        assert got == pytest.approx(want, rel=1e-3), (chunks, got, want)
+
+
+def test_without_step_bytes_nothing_pipelines() -> None:
+    """The default run waits for every predecessor's end: a chain of k-1 hops costs k-1 S/B."""
+    k = 4
+    topo = uniform_switch(k)
+    ab = alpha_beta(topo)
+    count = k * 16 * 1024
+    schedule = build_schedule("ring", CollectiveSpec("broadcast", nranks=k, count=count), chunks=16)
+    t = compile_schedule(schedule, topo).run("simple", scale=S / 4 / count).time_s
+    assert t > (k - 1) * S / ab.beta_bytes_per_s
+
+
+@pytest.mark.parametrize("proto", ["ll", "ll128", "simple"])
+def test_window_covers_every_step_latency(proto: str) -> None:
+    """NCCL_STEPS slots outlast a round trip of the slowest step latency at every thread-block
+    rate: the window never stalls a sender, so it adds no rate limit to the model."""
+    assert NCCL_STEPS == 8
+    worst = max(row[proto] for row in P.STEP_LATENCY_S.values())
+    for caps in P.CTA_BYTES_PER_S.values():
+        assert window_covers_latency(CHUNK_BYTES[proto], caps[proto], worst)
+
+
+def _a2a(topo, n: int, channels: int, p2p: str, p2p_channels: int = 32) -> float:  # type: ignore[no-untyped-def]
+    count = n * channels * 1024
+    spec = CollectiveSpec("all_to_all", nranks=n, count=count)
+    schedule = build_schedule("direct", spec, channels=channels, p2p=p2p, p2p_channels=p2p_channels)
+    return compile_schedule(schedule, topo).run("simple", scale=(1 << 30) / 4 / count).time_s
+
+
+def test_two_node_all_to_all_reaches_twice_the_nic() -> None:
+    """2 x DGX H100: half of each rank's bytes cross its NIC; NCCL >= 2.19 runs the two p2p groups
+    (own node, other node) on their own channels at once, so busbw = 2 x NIC x (n-1)/n as the
+    NCCL maintainer states for two nodes (NVIDIA/nccl-tests #130), the fluid bound."""
+    topo = resolve_topology("2xdgx-h100")
+    batched = _a2a(topo, 16, 8, "batched")
+    assert batched == pytest.approx(_a2a(topo, 16, 8, "all"), rel=0.02)
+    busbw = (1 << 30) / batched * 15 / 16 / 1e9
+    assert 80 < busbw < 95  # 2 x ~47.5 GB/s x 15/16
+
+
+def test_batches_beyond_the_p2p_channels_run_in_turn() -> None:
+    """72 ranks, one channel per peer: 9 groups of 8 rounds. With 32 p2p channels all 9 run at
+    once (9 thread blocks); with 2, two at a time (5 waves of at most 2 thread blocks, each
+    below the GPU's NVLink rate), so it takes longer. (With 8 channels per peer and 32 p2p
+    channels the 3 waves each saturate NVLink: no slower than all at once.)"""
+    topo = resolve_topology("gb200-nvl72")
+    assert _a2a(topo, 72, 1, "batched", 2) > 1.5 * _a2a(topo, 72, 1, "batched", 32)
