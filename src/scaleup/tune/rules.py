@@ -54,6 +54,16 @@ __all__ = [
 #: ``hierarchical`` stands for NCCL's other multi-node compositions (tree across nodes, chains
 #: or rings within).
 NCCL_ALGORITHMS = frozenset({"ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "hierarchical"})
+#: Which of them NCCL runs per collective: the algorithms its device code implements each one
+#: with (NCCL 2.30, ``src/device/broadcast.h`` and ``reduce.h``: ring only; ``all_gather.h`` and
+#: ``reduce_scatter.h``: ring, NVLS, PAT, CollNet; ``all_reduce.h``: every one). Tree and our
+#: hierarchical composition are all_reduce's alone.
+NCCL_BY_COLLECTIVE = {
+    "broadcast": frozenset({"ring"}),
+    "reduce": frozenset({"ring"}),
+    "all_gather": frozenset({"ring", "nvls", "collnet", "pat"}),
+    "reduce_scatter": frozenset({"ring", "nvls", "collnet", "pat"}),
+}
 #: Algorithm families the tuner picks from: NCCL's (what nccl-tests prints) or all of ours.
 FAMILIES = ("nccl", "all")
 #: Bytes one pipeline step moves per channel, per protocol (NCCL's per-step buffer slot:
@@ -152,13 +162,8 @@ def enabled_algorithms(
             out.append(name)
     if family == "all":
         return out
-    # our hierarchical stands for NCCL's multi-node all_reduce (tree / NVLSTree compose an
-    # intra-node and an inter-node phase); NCCL's all_gather / reduce_scatter are rings
-    nccl = [
-        a
-        for a in out
-        if a in NCCL_ALGORITHMS and not (a == "hierarchical" and collective != "all_reduce")
-    ]
+    allowed = NCCL_BY_COLLECTIVE.get(collective, NCCL_ALGORITHMS)
+    nccl = [a for a in out if a in allowed]
     return nccl or out  # all_to_all / send_recv: NCCL's p2p pairwise exchange is our direct
 
 
