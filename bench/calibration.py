@@ -254,6 +254,28 @@ SYSTEMS: tuple[SystemModel, ...] = (
         simulate=False,
     ),
     SystemModel(
+        "HGX H100 VMs + 8x CX-7 400G (1 node)",
+        "dgx-h100",
+        exclude="peak of a sweep stated in prose, without a size (shown at 8 GiB)",
+    ),
+    SystemModel(
+        "HGX H100 VMs + 8x CX-7 400G (2 nodes)",
+        "2xdgx-h100:nic=ib-ndr",
+        note="one 400G CX-7 per GPU ('GPU-NIC pairs'); NDR InfiniBand assumed for the 400G CX-7",
+        exclude="peak of a sweep stated in prose, without a size (shown at 8 GiB)",
+    ),
+    SystemModel(
+        "HGX H100 VMs + 8x CX-7 400G (4 nodes)",
+        "4xdgx-h100:nic=ib-ndr",
+        note="one 400G CX-7 per GPU ('GPU-NIC pairs'); NDR InfiniBand assumed for the 400G CX-7",
+        exclude="peak of a sweep stated in prose, without a size (shown at 8 GiB)",
+    ),
+    SystemModel(
+        "2x 8 A100 + 4 HDR (after PCIe MAX_ACC_OUT_READ fix)",
+        None,
+        exclude="not expressible: 4 NICs per 8 GPUs (the builder gives one NIC per GPU)",
+    ),
+    SystemModel(
         "2x MI350X nodes",
         None,
         exclude="not expressible: MI350X is not in the catalog and the scale-out NICs are not "

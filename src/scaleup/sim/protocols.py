@@ -27,7 +27,7 @@ from the catalog's accelerator vendor; :func:`for_library` turns the NCCL-defaul
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from scaleup import hardware
@@ -91,7 +91,7 @@ def protocol(name: str) -> Protocol:
         ) from None
 
 
-def library_for(topology: Topology, ranks: Sequence[int] | None = None) -> str:
+def library_for(topology: Topology, ranks: Iterable[int] | None = None) -> str:
     """The collective library the accelerators' vendor ships (``nccl`` or ``rccl``), from the
     catalog's ``vendor`` of the ranks' accelerator types (default: all accelerators). AMD parts
     run RCCL; NVIDIA and generic parts (and mixed sets) NCCL.
@@ -128,8 +128,9 @@ def _library_protocol(name: str, library: str, arch: str, multi_node: bool) -> P
             continue
         algo = rows[cls]
         value = _pick(hw[cls], algo, name, float(generic[cls][algo][name]))
-        if multi_node and cls != "net":
-            value = max(value, float(P.RCCL_NET_OVERHEAD_S[name]))  # tuning.cc lines 445-452
+        if multi_node and cls != "net":  # RCCL charges it on its multi-node rings (tuning.cc
+            # lines 445-452); here every intra-node step of a multi-node communicator pays it
+            value = max(value, float(P.RCCL_NET_OVERHEAD_S[name]))
         step[cls] = value
     launch = float(P.RCCL_BASE_LATENCY_S["ring"][name])
     return replace(base, launch_latency_s=launch, step_latency_s=step, library="rccl")
@@ -145,13 +146,14 @@ def for_library(
 
 
 def for_topology(
-    proto: Protocol, topology: Topology, ranks: Sequence[int] | None = None
+    proto: Protocol, topology: Topology, ranks: Iterable[int] | None = None
 ) -> Protocol:
     """``proto`` with the constants of the library the ranks' vendor ships (:func:`library_for`),
     for their architecture and node span (default ranks: all accelerators)."""
     accs = topology.accelerators
-    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-    library = library_for(topology, ranks)
+    index = None if ranks is None else [int(r) for r in ranks]
+    chosen = accs if index is None else [accs[r] for r in index]
+    library = library_for(topology, index)
     if library == "nccl":
         return PROTOCOLS[proto.name]
     arch = str(hardware.accelerator(chosen[0].type).arch) if chosen else ""
