@@ -26,7 +26,6 @@ from the catalog's accelerator vendor; :func:`for_library` turns the NCCL-defaul
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -111,7 +110,6 @@ def _pick(table: Mapping[str, Mapping[str, float]], algo: str, name: str, fallba
     return value if value > 0.0 else fallback
 
 
-@functools.lru_cache(maxsize=64)
 def _library_protocol(name: str, library: str, arch: str, multi_node: bool) -> Protocol:
     base = PROTOCOLS[name]
     if library == "nccl":
