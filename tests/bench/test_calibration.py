@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 
 from calibration import (  # bench/calibration.py: tooling, outside the library
+    FITTED_PARAMETERS,
+    MULTI_NODE,
     SYSTEMS,
     algo_constraint,
     compare,
+    fit,
     load_measured,
     model_for,
+    package_reads_measured,
+    per_system,
     summarize,
     to_markdown,
 )
@@ -30,7 +35,9 @@ _FAST = (
 
 @pytest.fixture(scope="module")
 def comparisons():
-    return compare(load_measured(MEASURED))
+    """Issue 4's bounds are about the single-node set; the multi-node rows added for issue 12 miss
+    for reasons docs/validation.md gives row by row (flat tree across nodes, NVLS on 72 GPUs)."""
+    return compare([r for r in load_measured(MEASURED) if r.system not in MULTI_NODE])
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +104,40 @@ def test_exclusions_carry_reasons(fast_comparisons):
     text = to_markdown(comparisons, summarize(comparisons))
     assert "## Excluded rows and why" in text
     assert "median abs busbw error" in text
+
+
+def test_at_least_ten_multi_node_systems_with_sources():
+    rows = load_measured(MEASURED)
+    systems = {r.system for r in rows}
+    assert len(systems & MULTI_NODE) >= 10
+    assert systems >= MULTI_NODE  # every name in the list has rows
+    for r in rows:
+        assert r.source.strip(), r.line
+        assert r.nccl_version.strip() or r.system not in MULTI_NODE, (
+            r.line
+        )  # version or "not stated"
+
+
+def test_leave_one_system_out_equals_in_sample(fast_comparisons):
+    """Nothing is fitted to rows, so leaving a system out changes nothing it is judged by."""
+    assert FITTED_PARAMETERS == ()
+    assert fit(load_measured(MEASURED)) == {}
+    for e in per_system(fast_comparisons):
+        assert e.max_busbw_big_loso == e.max_busbw_big
+        assert e.median_time_small_loso == e.median_time_small
+    text = to_markdown(fast_comparisons, summarize(fast_comparisons), reads_measured=[])
+    assert "leave-one-system-out" in text
+
+
+def test_library_never_reads_the_calibration_data():
+    src = Path(__file__).resolve().parents[2] / "src" / "scaleup"
+    assert package_reads_measured(src) == []
+
+
+def test_multi_node_rows_pin_the_algorithm_the_source_names():
+    assert algo_constraint("RING (NCCL's default with NCCL_NVLS_ENABLE=0)") == "ring"
+    assert algo_constraint("TREE (NCCL_ALGO=Tree; NCCL_NVLS_ENABLE=0)") == "tree"
+    assert algo_constraint("RING (the thread's Ring run)") == "ring"
 
 
 def test_algo_column():

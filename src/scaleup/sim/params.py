@@ -7,7 +7,9 @@ the calibration set; where a figure is an estimate the comment says so. docs/mod
 each parameter at length.
 
 Sources quoted as "NCCL" are NVIDIA/nccl @5067397c (src/graph/topo.h, tuning.cc, search.cc), as
-summarised in the project's prior-art survey §4.
+summarised in the project's prior-art survey §4; "RCCL" is ROCm/rccl @0cbce2a7 (src/graph/tuning.cc,
+rome_models.cc). Latency constants are the vendor library's own: NCCL's for NVIDIA systems, RCCL's
+for AMD systems (the "library constants" section).
 """
 
 from __future__ import annotations
@@ -28,12 +30,20 @@ __all__ = [
     "LINK_EFFICIENCY",
     "LOCAL_COPY_HBM_ACCESSES",
     "MAX_ECMP_FANOUT",
+    "NCCL_BASE_LATENCY_S",
+    "NCCL_HW_LATENCY_S",
+    "NCCL_NET_OVERHEAD_S",
     "NVLS_EFFICIENCY",
     "NVLS_RESULT_VIA_ISSUER",
     "PAYLOAD_EFFICIENCY",
     "PCIE_DLLP_EFFICIENCY",
     "PCIE_TLP_EFFICIENCY",
+    "RCCL_BASE_LATENCY_S",
+    "RCCL_HW_LATENCY_S",
+    "RCCL_NET_OVERHEAD_S",
+    "RCCL_TUNING_SET",
     "REDUCE_HBM_ACCESSES",
+    "STEP_LATENCY_ROW",
     "STEP_LATENCY_S",
     "SWITCH_STEP_LATENCY_S",
     "VIRTUAL_HOST_SOCKETS",
@@ -114,9 +124,180 @@ HOST_STAGED_ACCESSES: Final = 2.0
 #: and 8 of flags (120/128). Simple: data moves in bulk and a separate flag per chunk (~1.0).
 PAYLOAD_EFFICIENCY: Final = MappingProxyType({"simple": 1.0, "ll": 0.5, "ll128": 120.0 / 128.0})
 
+# ---------------------------------------------------------------------------- library constants
+# The latency tables of the collective library each vendor ships, as the library states them
+# (microseconds in the sources, seconds here), indexed [algorithm][protocol] and, for hardware
+# latencies, [link class]. NVIDIA systems run NCCL, AMD systems RCCL (:func:`scaleup.sim.protocols
+# .library_for` picks one from the catalog's accelerator vendor).
+#
+# NCCL: NVIDIA/nccl @5067397c (tag nccl4py-v0.3.1, 2026-06-11), src/graph/tuning.cc,
+# ``ncclTunerConstantsDefaults``: baseLatencies lines 149-155, hwLatencies lines 156-176 (NVLINK
+# rows 158-161, PCI 164-167, NET 170-173), getNetOverhead lines 228-233.
+# RCCL: ROCm/rccl @0cbce2a7 (2024-10-24, rocm-test-09212024-66-g0cbce2a7), src/graph/tuning.cc:
+# baseLat lines 57-60, per-platform ``tuningModel`` sets 0-5 (hwLat at lines 77-81, 107-111,
+# 137-141, 167-171, 197-201, 227-231), getNetOverhead lines 294-301 (2 us on AMD x86 CPUs, tripled
+# for Simple at line 449), the ring latency with it lines 445-452; the platform set comes from
+# RCCL's node model (src/graph/rome_models.cc ``tuning=`` option, e.g. 8 x MI300X with 7 xGMI
+# links: rome_model_79 line 559 and, with 8 NICs, rome_model_81 line 815, both ``tuning=5``).
+
+
+#: The protocol order of the libraries' tables: {LL, LL128, Simple}.
+PROTOCOL_ORDER: Final = ("ll", "ll128", "simple")
+
+
+def _us(
+    table: dict[str, tuple[float, float, float]],
+) -> MappingProxyType[str, MappingProxyType[str, float]]:
+    """{algorithm: (LL, LL128, Simple) in us} -> {algorithm: {protocol: seconds}}; each value is
+    the double nearest the decimal figure (``6.6`` us -> ``6.6e-6`` s, as a literal would be)."""
+    return MappingProxyType(
+        {
+            algo: MappingProxyType(
+                {name: float(f"{us!r}e-6") for name, us in zip(PROTOCOL_ORDER, row, strict=True)}
+            )
+            for algo, row in table.items()
+        }
+    )
+
+
+#: NCCL baseLatencies (tuning.cc lines 150-153): per collective, per (algorithm, protocol).
+NCCL_BASE_LATENCY_S: Final = _us(
+    {
+        "tree": (6.8, 14.0, 8.4),
+        "ring": (6.6, 14.0, 8.4),
+        "collnet_direct": (0.0, 0.0, 0.0),
+        "collnet_chain": (0.0, 0.0, 0.0),
+        "nvls": (0.0, 0.0, 0.0),
+        "nvls_tree": (0.0, 0.0, 0.0),
+        "pat": (8.0, 8.0, 8.0),
+    }
+)
+#: NCCL hwLatencies (tuning.cc lines 156-176): per step, per link class (NVLINK, PCI, NET).
+NCCL_HW_LATENCY_S: Final = MappingProxyType(
+    {
+        "nvlink": _us(
+            {
+                "tree": (0.6, 1.25, 4.0),
+                "ring": (0.6, 1.9, 3.4),
+                "collnet_direct": (0.0, 0.0, 3.7),
+                "collnet_chain": (0.0, 0.0, 2.8),
+                "nvls": (0.0, 0.0, 25.0),
+                "nvls_tree": (0.0, 0.0, 25.0),
+                "pat": (0.0, 0.0, 4.0),
+            }
+        ),
+        "pci": _us(
+            {
+                "tree": (1.0, 1.9, 4.0),
+                "ring": (1.0, 2.5, 5.7),
+                "collnet_direct": (0.0, 0.0, 3.7),
+                "collnet_chain": (0.0, 0.0, 2.8),
+                "nvls": (0.0, 0.0, 0.0),
+                "nvls_tree": (0.0, 0.0, 0.0),
+                "pat": (0.0, 0.0, 4.0),
+            }
+        ),
+        "net": _us(
+            {
+                "tree": (5.0, 8.5, 14.0),
+                "ring": (2.7, 4.0, 14.0),
+                "collnet_direct": (0.0, 0.0, 31.0),
+                "collnet_chain": (0.0, 0.0, 30.0),
+                "nvls": (0.0, 0.0, 18.0),
+                "nvls_tree": (0.0, 0.0, 20.9),
+                "pat": (0.0, 0.0, 14.0),
+            }
+        ),
+    }
+)
+#: NCCL getNetOverhead (tuning.cc lines 228-233): 1 us on Intel x86, 2 us on AMD x86 CPUs.
+#: Recorded, not applied to NVIDIA systems yet (see docs/validation.md, "what is left").
+NCCL_NET_OVERHEAD_S: Final = MappingProxyType({"intel": 1.0e-6, "amd": 2.0e-6, "other": 1.0e-6})
+
+#: RCCL baseLat (tuning.cc lines 57-60): the same for every platform set.
+RCCL_BASE_LATENCY_S: Final = _us(
+    {
+        "tree": (12.0, 12.0, 17.0),
+        "ring": (12.0, 12.0, 17.0),
+        "collnet_direct": (12.0, 12.0, 17.0),
+        "collnet_chain": (12.0, 12.0, 17.0),
+        "nvls": (0.0, 0.0, 0.0),
+        "nvls_tree": (0.0, 0.0, 0.0),
+    }
+)
+#: RCCL hwLat of the platform sets the catalog's AMD parts use ({set: {class: {algo: ...}}}); the
+#: "nvlink" slot is RCCL's NCCL_HW_NVLINK row, which RCCL fills with xGMI latencies. A 0.0 entry
+#: means the set does not tune that protocol (LL128 is off on those platforms); the simulator
+#: then uses set 0's entry (RCCL's generic set) rather than a free step.
+RCCL_HW_LATENCY_S: Final = MappingProxyType(
+    {
+        0: MappingProxyType(  # tuning_model_0, lines 77-81: RCCL's default (no node model)
+            {
+                "nvlink": _us({"tree": (0.8, 1.4, 2.5), "ring": (0.8, 2.2, 3.6)}),
+                "pci": _us({"tree": (2.2, 2.2, 5.7), "ring": (2.2, 2.2, 5.7)}),
+                "net": _us({"tree": (11.8, 18.2, 20.8), "ring": (9.5, 19.8, 15.1)}),
+            }
+        ),
+        1: MappingProxyType(  # tuning_model_1, lines 107-111: 16 x MI250X GCD (rome_model_56)
+            {
+                "nvlink": _us({"tree": (1.5, 1.5, 4.5), "ring": (1.5, 1.5, 4.5)}),
+                "pci": _us({"tree": (2.2, 2.2, 5.7), "ring": (2.2, 2.2, 5.7)}),
+                "net": _us({"tree": (33.0, 33.0, 15.8), "ring": (5.1, 5.1, 68.8)}),
+            }
+        ),
+        4: MappingProxyType(  # tuning_model_4, lines 197-201: 16 GCDs + 8 NICs (models 59/65)
+            {
+                "nvlink": _us({"tree": (0.8, 1.4, 2.5), "ring": (0.8, 2.2, 3.6)}),
+                "pci": _us({"tree": (2.2, 2.2, 5.7), "ring": (2.2, 2.2, 5.7)}),
+                "net": _us({"tree": (32.2, 34.4, 47.6), "ring": (35.4, 87.8, 209.2)}),
+            }
+        ),
+        5: MappingProxyType(  # tuning_model_5, lines 227-231: 8 x MI300X (models 79/81/84)
+            {
+                "nvlink": _us({"tree": (0.9, 0.0, 2.3), "ring": (0.8, 0.0, 2.1)}),
+                "pci": _us({"tree": (2.2, 2.2, 5.7), "ring": (2.2, 2.2, 5.7)}),
+                "net": _us({"tree": (10.5, 0.0, 25.0), "ring": (9.5, 0.0, 320.0)}),
+            }
+        ),
+    }
+)
+#: RCCL platform set per (AMD architecture, spans several nodes): the set of the node model RCCL
+#: matches for the catalog's node shape (rome_models.cc): 8 x MI300X with 7 xGMI links is
+#: rome_model_79 (no NIC, line 559) / rome_model_81 (8 NICs, line 815), both ``tuning=5``;
+#: 16 MI250X GCDs with 4 xGMI links is rome_model_56 (no NIC, ``tuning=1``, line 376) /
+#: rome_model_59 and _65 (8 NICs, ``tuning=4``, lines 403, 442). CDNA4 (MI355X) has no node model
+#: in this RCCL snapshot: ESTIMATE, the MI300X set (same 8-GPU, 7-link full mesh). Others: set 0.
+RCCL_TUNING_SET: Final = MappingProxyType(
+    {
+        ("cdna3", False): 5,
+        ("cdna3", True): 5,
+        ("cdna4", False): 5,
+        ("cdna4", True): 5,
+        ("cdna2", False): 1,
+        ("cdna2", True): 4,
+    }
+)
+#: RCCL getNetOverhead (tuning.cc lines 294-301): 2 us per step on AMD x86 hosts, x3 for Simple
+#: (line 449); a multi-node ring pays max(intra-node step, overhead) on every intra-node step
+#: (lines 446-452). RCCL's node models are AMD EPYC platforms ("rome" models), so AMD hosts.
+RCCL_NET_OVERHEAD_S: Final = MappingProxyType({"ll": 2.0e-6, "ll128": 2.0e-6, "simple": 6.0e-6})
+#: Which algorithm row of a library's hwLat table is the simulator's per-step latency of a link
+#: class (the simulator charges one step latency per op, whatever the algorithm). NCCL: the Ring
+#: row everywhere (as before). RCCL: Ring intra-node; across the network the Tree row, because
+#: RCCL's Ring NET Simple entries (68.8 us in set 1, 209.2 in set 4, 320 in set 5) are not step
+#: costs but steer its selection away from multi-node Ring/Simple, while the Tree NET row holds
+#: per-hop figures (10.5-33 us).
+STEP_LATENCY_ROW: Final = MappingProxyType(
+    {
+        "nccl": MappingProxyType({"nvlink": "ring", "pci": "ring", "net": "ring"}),
+        "rccl": MappingProxyType({"nvlink": "ring", "pci": "ring", "net": "tree"}),
+    }
+)
+
 #: Per-collective launch and setup latency (kernel launch, channel setup, first synchronisation),
-#: seconds, per protocol: NCCL tuning.cc baseLatencies for Ring {LL 6.6, LL128 14.0, Simple 8.4} us.
-LAUNCH_LATENCY_S: Final = MappingProxyType({"ll": 6.6e-6, "ll128": 14.0e-6, "simple": 8.4e-6})
+#: seconds, per protocol, for NVIDIA systems: NCCL baseLatencies for Ring {LL 6.6, LL128 14.0,
+#: Simple 8.4} us (:data:`NCCL_BASE_LATENCY_S`). AMD systems: :data:`RCCL_BASE_LATENCY_S`.
+LAUNCH_LATENCY_S: Final = NCCL_BASE_LATENCY_S["ring"]
 
 #: Host-side cost of one collective as nccl-tests measures it without CUDA graphs (its ``time``
 #: column is per-iteration wall time of stream-launched collectives): cudaLaunchKernel + NCCL's
@@ -126,23 +307,23 @@ LAUNCH_LATENCY_S: Final = MappingProxyType({"ll": 6.6e-6, "ll128": 14.0e-6, "sim
 KERNEL_LAUNCH_S: Final = 4.0e-6
 
 #: Per-step synchronisation latency (the receiver's flag poll and the sender's wait for buffer
-#: credit, one per op along a dependency chain), seconds, per link class and protocol: NCCL
-#: tuning.cc hwLatencies for Ring, NVLINK {LL 0.6, LL128 1.9, Simple 3.4} us, PCI {1.0, 2.5, 5.7},
-#: NET {2.7, 4.0, 14.0}. Scale-up links other than NVLink (xGMI, UALink, C2C) use the NVLINK row.
-#: The route's own hardware latency (links, switches) is added on top; NCCL's figures include
-#: the ~0.4 us of an NVSwitch path, so small messages may be ~0.4 us per step pessimistic.
+#: credit, one per op along a dependency chain), seconds, per link class and protocol, for NVIDIA
+#: systems: NCCL hwLatencies for Ring (:data:`NCCL_HW_LATENCY_S`), NVLINK {LL 0.6, LL128 1.9,
+#: Simple 3.4} us, PCI {1.0, 2.5, 5.7}, NET {2.7, 4.0, 14.0}. Scale-up links other than NVLink
+#: (xGMI, UALink, C2C) use the NVLINK row. The route's own hardware latency (links, switches) is
+#: added on top; NCCL's figures include the ~0.4 us of an NVSwitch path, so small messages may be
+#: ~0.4 us per step pessimistic. AMD systems: :data:`RCCL_HW_LATENCY_S` (see
+#: :func:`scaleup.sim.protocols.for_library`).
 STEP_LATENCY_S: Final = MappingProxyType(
     {
-        "nvlink": MappingProxyType({"ll": 0.6e-6, "ll128": 1.9e-6, "simple": 3.4e-6}),
-        "pci": MappingProxyType({"ll": 1.0e-6, "ll128": 2.5e-6, "simple": 5.7e-6}),
-        "net": MappingProxyType({"ll": 2.7e-6, "ll128": 4.0e-6, "simple": 14.0e-6}),
+        **{cls: NCCL_HW_LATENCY_S[cls]["ring"] for cls in ("nvlink", "pci", "net")},
         "local": MappingProxyType({"ll": 0.0, "ll128": 0.0, "simple": 0.0}),
     }
 )
 #: Latency of one in-switch reduction op (NVLS: multimem.ld_reduce then multimem.st, both round
 #: trips through the switch plus the group synchronisation): NCCL tuning.cc hwLatencies NVLS
 #: Simple = 25 us (NVLS is Simple-only).
-SWITCH_STEP_LATENCY_S: Final = 25.0e-6
+SWITCH_STEP_LATENCY_S: Final = NCCL_HW_LATENCY_S["nvlink"]["nvls"]["simple"]
 #: Extra latency of a host-staged transfer (device->host copy, flag in host memory, host->device
 #: copy): ESTIMATE 1 us, a host-memory round trip plus a PCIe posted write and a read.
 HOST_STAGING_LATENCY_S: Final = 1.0e-6
@@ -153,16 +334,24 @@ HOST_STAGING_LATENCY_S: Final = 1.0e-6
 #: GB/s for older parts). LL128: tuning.cc perChMaxRingLL128Bws (Volta/Ampere 20, Hopper 36.7,
 #: Blackwell 40 GB/s). LL: half the Simple figure, because half of every store is a flag. The
 #: cap is a per-(rank, channel) constraint shared by the ops a channel runs at once.
+#: AMD CDNA3 (MI300X): RCCL drives one xGMI link per ring channel, and AMD measures a channel on a
+#: link at "approximately 48 GB/s per link" of the 64 GB/s raw (rocm.blogs.amd.com, "Understanding
+#: RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", 2025-03-02,
+#: /software-tools-optimization/mi300x-rccl-xgmi): Simple 48 GB/s, LL half of it, LL128 120/128 of
+#: it. CDNA2 and CDNA4 have no AMD per-channel figure in a source read here: the "default" row.
 CTA_BYTES_PER_S: Final = MappingProxyType(
     {
         "default": MappingProxyType({"simple": 40e9, "ll128": 20e9, "ll": 20e9}),
         "hopper": MappingProxyType({"simple": 60e9, "ll128": 36.7e9, "ll": 30e9}),
         "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
+        "cdna3": MappingProxyType({"simple": 48e9, "ll128": 45e9, "ll": 24e9}),
     }
 )
 #: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S` and
 #: :data:`NVLS_EFFICIENCY`.
-ARCH_ALIASES: Final = MappingProxyType({"hopper": "hopper", "blackwell": "blackwell"})
+ARCH_ALIASES: Final = MappingProxyType(
+    {"hopper": "hopper", "blackwell": "blackwell", "cdna3": "cdna3"}
+)
 
 # ---------------------------------------------------------------------------- in-switch reduction
 #: Fraction of link bandwidth an in-switch reduction (NVLS) sustains: multimem.ld_reduce is a

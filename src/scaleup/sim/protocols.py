@@ -13,20 +13,40 @@ simulator divides fabric coefficients by ``payload_efficiency``, pays ``launch_l
 per collective and ``step_latency_s[link class]`` per op, and caps each (rank, channel) thread
 block at ``cta_bytes_per_s(arch)``.
 
+The latency figures are the vendor library's: NCCL's tables for NVIDIA systems, RCCL's for AMD
+systems (:mod:`scaleup.sim.params`, "library constants"). :func:`library_for` picks the library
+from the catalog's accelerator vendor; :func:`for_library` turns the NCCL-default
+:class:`Protocol` into the one a library runs on a given communicator.
+
 >>> protocol("ll").payload_efficiency
 0.5
+>>> for_library(protocol("ll"), "rccl", arch="cdna3").launch_latency_s  # RCCL baseLat, LL
+1.2e-05
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
+from scaleup import hardware
 from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import UsageError
 from scaleup.sim import params as P
+from scaleup.topology.model import Topology
 
-__all__ = ["PROTOCOLS", "Protocol", "protocol"]
+__all__ = [
+    "LIBRARIES",
+    "PROTOCOLS",
+    "Protocol",
+    "for_library",
+    "for_topology",
+    "library_for",
+    "protocol",
+]
+
+#: The collective libraries whose constants the simulator knows, by accelerator vendor.
+LIBRARIES: Mapping[str, str] = {"nvidia": "nccl", "amd": "rccl"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +57,7 @@ class Protocol:
     payload_efficiency: float
     launch_latency_s: float
     step_latency_s: Mapping[str, float]
+    library: str = "nccl"
 
     def cta_bytes_per_s(self, arch: str) -> float:
         """Most payload one channel (thread block) of a GPU of ``arch`` moves per second."""
@@ -67,3 +88,72 @@ def protocol(name: str) -> Protocol:
         raise UsageError(
             f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}", source="proto"
         ) from None
+
+
+def library_for(topology: Topology, ranks: Iterable[int] | None = None) -> str:
+    """The collective library the accelerators' vendor ships (``nccl`` or ``rccl``), from the
+    catalog's ``vendor`` of the ranks' accelerator types (default: all accelerators). AMD parts
+    run RCCL; NVIDIA and generic parts (and mixed sets) NCCL.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> library_for(resolve_topology("mi300x-8")), library_for(resolve_topology("dgx-h100"))
+    ('rccl', 'nccl')
+    """
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    vendors = {str(hardware.accelerator(a.type).vendor) for a in chosen}
+    return LIBRARIES.get(vendors.pop(), "nccl") if len(vendors) == 1 else "nccl"
+
+
+def _pick(table: Mapping[str, Mapping[str, float]], algo: str, name: str, fallback: float) -> float:
+    value = float(table[algo][name])
+    return value if value > 0.0 else fallback
+
+
+def _library_protocol(name: str, library: str, arch: str, multi_node: bool) -> Protocol:
+    base = PROTOCOLS[name]
+    if library == "nccl":
+        return base  # the NCCL Ring rows (params.LAUNCH_LATENCY_S, STEP_LATENCY_S)
+    if library != "rccl":
+        raise UsageError(f"unknown library {library!r}; known: nccl, rccl", source="library")
+    tuning = P.RCCL_TUNING_SET.get((arch, multi_node), 0)
+    hw, generic = P.RCCL_HW_LATENCY_S[tuning], P.RCCL_HW_LATENCY_S[0]
+    rows = P.STEP_LATENCY_ROW["rccl"]
+    step = {}
+    for cls, row in base.step_latency_s.items():
+        if cls not in rows:  # "local": no library latency
+            step[cls] = row
+            continue
+        algo = rows[cls]
+        value = _pick(hw[cls], algo, name, float(generic[cls][algo][name]))
+        if multi_node and cls != "net":  # RCCL charges it on its multi-node rings (tuning.cc
+            # lines 445-452); here every intra-node step of a multi-node communicator pays it
+            value = max(value, float(P.RCCL_NET_OVERHEAD_S[name]))
+        step[cls] = value
+    launch = float(P.RCCL_BASE_LATENCY_S["ring"][name])
+    return replace(base, launch_latency_s=launch, step_latency_s=step, library="rccl")
+
+
+def for_library(
+    proto: Protocol, library: str, *, arch: str = "", multi_node: bool = False
+) -> Protocol:
+    """``proto`` with the latency constants ``library`` uses on a communicator of accelerators of
+    architecture ``arch`` (selects RCCL's platform set) spanning one or several nodes (RCCL's
+    multi-node rings pay its net overhead on every intra-node step)."""
+    return _library_protocol(proto.name, library, arch, multi_node)
+
+
+def for_topology(
+    proto: Protocol, topology: Topology, ranks: Iterable[int] | None = None
+) -> Protocol:
+    """``proto`` with the constants of the library the ranks' vendor ships (:func:`library_for`),
+    for their architecture and node span (default ranks: all accelerators)."""
+    accs = topology.accelerators
+    index = None if ranks is None else [int(r) for r in ranks]
+    chosen = accs if index is None else [accs[r] for r in index]
+    library = library_for(topology, index)
+    if library == "nccl":
+        return PROTOCOLS[proto.name]
+    arch = str(hardware.accelerator(chosen[0].type).arch) if chosen else ""
+    multi_node = len({a.node for a in chosen}) > 1
+    return for_library(proto, library, arch=arch, multi_node=multi_node)

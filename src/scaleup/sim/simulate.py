@@ -35,7 +35,7 @@ from scaleup.sim import params as P
 from scaleup.sim.fairshare import get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
-from scaleup.sim.protocols import Protocol, protocol
+from scaleup.sim.protocols import Protocol, for_topology, protocol
 from scaleup.sim.run import Run
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
@@ -186,6 +186,7 @@ class CompiledSchedule:
         hit = self._per_protocol.get(proto.name)
         if hit is not None:
             return hit
+        proto = for_topology(proto, self.topology, self.rank_map)  # NCCL's or RCCL's constants
         net, routes = self.net, self.net.routes
         base = net.n_constraints
         # per route (used by some variable): its channel + memory entries, then per variable
@@ -247,6 +248,7 @@ class CompiledSchedule:
     def start_s(self, proto: Protocol) -> float:
         """When the roots are released: host launch (:data:`~scaleup.sim.params.KERNEL_LAUNCH_S`)
         plus the protocol's base latency (none for NVLS-only schedules)."""
+        proto = for_topology(proto, self.topology, self.rank_map)  # NCCL's or RCCL's base latency
         return P.KERNEL_LAUNCH_S + (0.0 if self.nvls_only else proto.launch_latency_s)
 
     def lower_bound_s(
