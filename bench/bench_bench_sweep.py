@@ -42,7 +42,8 @@ def main() -> None:
         )
         print(
             f"{name}: {len(rows)} sizes in {best:.2f} s (best of {args.repeat}){verdict}; "
-            f"8 GB: {rows[-1].algo}/{rows[-1].proto}/{rows[-1].channels} busbw {rows[-1].busbw_gb_per_s:.1f} GB/s"
+            f"8 GB: {rows[-1].algo}/{rows[-1].proto}/{rows[-1].channels} "
+            f"busbw {rows[-1].busbw_gb_per_s:.1f} GB/s"
         )
 
 

@@ -50,7 +50,7 @@ def _copy_rate(nbytes: int, barrier: Any, out: Any) -> None:
 
 
 def copy_bandwidth(processes: int, nbytes: int = 256 << 20) -> float:
-    """Per-process numpy copy bandwidth (read + write bytes/s) with ``processes`` running at once."""
+    """Per-process numpy copy bandwidth (read + write bytes/s), ``processes`` running at once."""
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(processes), ctx.Queue()
     procs = [ctx.Process(target=_copy_rate, args=(nbytes, barrier, out)) for _ in range(processes)]
@@ -194,10 +194,12 @@ def main() -> None:
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, numpy {np.__version__}. Load average (1/5/15 min) "
         f"before: {load_before}, after: {load_after} (the machine is shared).",
-        f"Command: `python bench/bench_runtime.py --ranks {n}`; all_reduce, float32, sum, {n} ranks; "
+        f"Command: `python bench/bench_runtime.py --ranks {n}`; "
+        f"all_reduce, float32, sum, {n} ranks; "
         "median over iterations of the slowest rank.",
         f"numpy copy bandwidth (read+write counted): {copy_bw_1 / 1e9:.1f} GB/s one process, "
-        f"{copy_bw / 1e9:.1f} GB/s per process with {n} at once. Bound: direct moves S(3n-1)/n bytes "
+        f"{copy_bw / 1e9:.1f} GB/s per process with {n} at once. "
+        "Bound: direct moves S(3n-1)/n bytes "
         f"per rank, so time >= S(3n-1)/n / {copy_bw / 1e9:.1f} GB/s.",
         "",
         "| size | "
@@ -220,7 +222,8 @@ def main() -> None:
     assert shm is not None
     lines += ["", "Targets (64 MiB, 4 KiB):"]
     lines.append(
-        f"- shm 64 MiB: {shm[-1] * 1e3:.1f} ms = {bound[-1] / shm[-1]:.0%} of the bound (target >= 50%)"
+        f"- shm 64 MiB: {shm[-1] * 1e3:.1f} ms = {bound[-1] / shm[-1]:.0%} of the bound "
+        "(target >= 50%)"
     )
     for other, target in (("mpi", 2), ("gloo", 3)):
         if results.get(other):

@@ -65,7 +65,8 @@ def dataflow_ring(n: int, count: int) -> Schedule:
 
 def scaling(ranks: list[int], kind: str) -> None:
     print(
-        "| ranks | ops | build s | compile s | run s | total s | events | events/(ranks*steps) | busbw GB/s | load |"
+        "| ranks | ops | build s | compile s | run s | total s | events "
+        "| events/(ranks*steps) | busbw GB/s | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in ranks:
@@ -81,7 +82,8 @@ def scaling(ranks: list[int], kind: str) -> None:
         per = r.n_events / (n * 2 * (n - 1))
         busbw = 4 * 2**28 / r.time_s * 2 * (n - 1) / n / 1e9
         print(
-            f"| {n} | {s.n_ops} | {t1 - t0:.2f} | {t2 - t1:.2f} | {t3 - t2:.2f} | {t3 - t0:.2f} | {r.n_events} "
+            f"| {n} | {s.n_ops} | {t1 - t0:.2f} | {t2 - t1:.2f} | {t3 - t2:.2f} "
+            f"| {t3 - t0:.2f} | {r.n_events} "
             f"| {per:.4f} | {busbw:.1f} | {load()} |"
         )
 
@@ -103,7 +105,8 @@ def tuned(preset: str) -> None:
     el = time.perf_counter() - t0
     big = rows[-1]
     print(
-        f"| {preset} | {len(rows)} | {el:.2f} | {big.algo} {big.proto} | {big.busbw_gb_per_s:.1f} | {load()} |"
+        f"| {preset} | {len(rows)} | {el:.2f} | {big.algo} {big.proto} "
+        f"| {big.busbw_gb_per_s:.1f} | {load()} |"
     )
 
 

@@ -196,7 +196,8 @@ MODEL_NOTES: tuple[str, ...] = (
     "launch in NVIDIA/nccl #1984), and NVLS-only schedules pay no ring base latency (NCCL's NVLS "
     "base latency is 0; its 25 us is all hwLat). A100 (NVSwitch gen 2) is still slower per step "
     "than NCCL's table says (~2 us per ring step measured in NVIDIA/nccl-tests #123 vs 0.6).",
-    "**Mid-size ramp (128 MiB)**: A100 ring (+27%), B200/GB200 NVLS (+22..25%) and H200 NVLS (+11%) "
+    "**Mid-size ramp (128 MiB)**: A100 ring (+27%), B200/GB200 NVLS (+22..25%) and "
+    "H200 NVLS (+11%) "
     "are too fast at 128 MiB while within ~2-13% at >= 1 GiB: real NCCL approaches its asymptote "
     "more slowly than a fixed latency plus a bandwidth term (NCCL's own model predicts the same "
     "too-fast figure there). Not explained yet; the rows stay in the bounds.",
@@ -218,7 +219,7 @@ def algo_constraint(algo: str) -> str | None:
     ('nvls', 'tree')
     >>> algo_constraint("NVLS enabled (NCCL_NVLS_ENABLE=1; MNNVL)") is None
     True
-    >>> algo_constraint("source says NVLS (not supported on A100; treat as default) in-place") is None
+    >>> algo_constraint("says NVLS (not supported on A100; treat as default) in-place") is None
     True
     """
     text = algo.lower()
@@ -305,8 +306,8 @@ def _simulate(
 ) -> tuple[float, float, str, str]:
     from scaleup.bench import busbw_gb_per_s
     from scaleup.collectives.spec import itemsize, nccl_size_and_count
-    from scaleup.tune import tune
     from scaleup.topology import resolve_topology
+    from scaleup.tune import tune
 
     assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled systems
     topo = resolve_topology(model.topology)
@@ -386,8 +387,8 @@ class Summary:
 
 
 def summarize(comparisons: Sequence[Comparison]) -> Summary:
-    """Median |busbw error| at >= 64 MiB, median |time error| at <= 64 KiB, worst system at >= 64 MiB
-    (a system's error: the largest |busbw error| of its included rows at >= 64 MiB)."""
+    """Median |busbw error| at >= 64 MiB, median |time error| at <= 64 KiB, worst system at
+    >= 64 MiB (a system's error: the largest |busbw error| of its included rows at >= 64 MiB)."""
     big = [
         c
         for c in comparisons
@@ -454,9 +455,12 @@ def to_markdown(comparisons: Sequence[Comparison], summary: Summary, *, command:
         "",
         "| figure | value | bound |",
         "|---|---|---|",
-        f"| median abs busbw error, rows >= 64 MiB ({s.n_big} rows) | {s.median_busbw_error_big * 100:.1f}% | <= 10% |",
-        f"| median abs time error, rows <= 64 KiB ({s.n_small} rows) | {s.median_time_error_small * 100:.1f}% | <= 25% |",
-        f"| worst system at >= 64 MiB (largest abs busbw error of its rows) | {s.worst_system_big}: "
+        f"| median abs busbw error, rows >= 64 MiB ({s.n_big} rows) "
+        f"| {s.median_busbw_error_big * 100:.1f}% | <= 10% |",
+        f"| median abs time error, rows <= 64 KiB ({s.n_small} rows) "
+        f"| {s.median_time_error_small * 100:.1f}% | <= 25% |",
+        "| worst system at >= 64 MiB (largest abs busbw error of its rows) "
+        f"| {s.worst_system_big}: "
         f"{s.worst_error_big * 100:.1f}% | <= 25% |",
         f"| rows excluded from the bounds | {s.n_excluded} | reasons below |",
         "",
@@ -494,16 +498,19 @@ def to_markdown(comparisons: Sequence[Comparison], summary: Summary, *, command:
         lines.append(f"Source: {group[0].row.source}.")
         lines.append("")
         lines.append(
-            "| op | size | algo (source) | measured busbw | sim busbw | busbw err | measured time us "
+            "| op | size | algo (source) | measured busbw | sim busbw | busbw err "
+            "| measured time us "
             "| sim time us | time err | sim algo/proto | in bounds |"
         )
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for c in group:
             r = c.row
             lines.append(
-                f"| {r.collective} | {_size(r.bytes)} | {c.algo or 'default'} | {_f(r.busbw_gb_per_s)} | "
+                f"| {r.collective} | {_size(r.bytes)} | {c.algo or 'default'} "
+                f"| {_f(r.busbw_gb_per_s)} | "
                 f"{_f(c.sim_busbw_gb_per_s)} | {_pct(c.busbw_error)} | {_f(r.measured_time_us)}"
-                f"{'' if r.time_us is not None or r.measured_time_us is None else ' (from busbw)'} | "
+                f"{'' if r.time_us is not None or r.measured_time_us is None else ' (from busbw)'}"
+                " | "
                 f"{_f(c.sim_time_us)} | {_pct(c.time_error)} | "
                 f"{(c.sim_algo or '') + ('/' + c.sim_proto if c.sim_proto else '')} | "
                 f"{'yes' if c.included else 'no: ' + (c.excluded or '')} |"

@@ -36,10 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     print(f"wrote {args.output} in {elapsed:.1f} s")
     print(
-        f"median |busbw error| >= 64 MiB: {summary.median_busbw_error_big * 100:.1f}% ({summary.n_big} rows)"
+        f"median |busbw error| >= 64 MiB: {summary.median_busbw_error_big * 100:.1f}% "
+        f"({summary.n_big} rows)"
     )
     print(
-        f"median |time error|  <= 64 KiB: {summary.median_time_error_small * 100:.1f}% ({summary.n_small} rows)"
+        f"median |time error|  <= 64 KiB: {summary.median_time_error_small * 100:.1f}% "
+        f"({summary.n_small} rows)"
     )
     print(
         f"worst system >= 64 MiB: {summary.worst_system_big} {summary.worst_error_big * 100:.1f}%"
