@@ -23,10 +23,11 @@ switch port bandwidth.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scaleup.errors import NoRouteError
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.channel_plan import ChannelPlan
@@ -78,34 +79,34 @@ class GroupShape:
 
     nranks: int
     ranks_per_node: int
-    rings: ChannelPlan
+    rings: ChannelPlan | None
     trees: ChannelPlan | None
     local_rings: ChannelPlan | None
     counts: tuple[int, ...]
 
     @classmethod
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> GroupShape:
-        """Search the plans of ``ranks`` (default: every accelerator) on ``topology``."""
-        cap = CHANNEL_BW_CAP
+        """Search the plans of ``ranks`` (default: every accelerator) on ``topology``; a plan the
+        search cannot make (no channel fits the links) is None and the builders' defaults stand."""
         group = tuple(range(len(topology.accelerators))) if ranks is None else tuple(ranks)
         nodes = analysis.rank_nodes(topology, ranks)
-        rings = search_rings(topology, ranks, max_channel_bw_bytes_per_s=cap)
         multi = len(set(nodes)) > 1
-        trees = search_trees(topology, ranks, max_channel_bw_bytes_per_s=cap) if multi else None
         g = topology.ranks_per_node
         whole = (
             multi
             and len(group) % g == 0
             and all(len(set(nodes[s : s + g])) == 1 for s in range(0, len(group), g))
         )
-        local = search_rings(topology, group[:g], max_channel_bw_bytes_per_s=cap) if whole else None
-        counts = channel_counts(topology, ranks, plan=rings)
+        rings = _searched(search_rings, topology, ranks)
+        trees = _searched(search_trees, topology, ranks) if multi else None
+        local = _searched(search_rings, topology, group[:g]) if whole else None
+        counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
         return cls(len(group), g, rings, trees, local, counts)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
         ``channels`` and ``chunks``): channel ``k`` uses the plan's channel ``k mod n``."""
-        if algorithm == "ring" and self.nranks > 1:
+        if algorithm == "ring" and self.rings is not None and self.nranks > 1:
             orders = self.rings.orders()
             return {"orders": [orders[k % len(orders)] for k in range(channels)]}
         if algorithm == "tree" and self.trees is not None:
@@ -121,3 +122,13 @@ class GroupShape:
                 out["local_orders"] = [local[k % len(local)] for k in range(channels)]
             return out
         return {}
+
+
+def _searched(
+    search: Callable[..., ChannelPlan], topology: Topology, ranks: Sequence[int] | None
+) -> ChannelPlan | None:
+    """``search(topology, ranks)`` under :data:`CHANNEL_BW_CAP`, or None when no channel fits."""
+    try:
+        return search(topology, ranks, max_channel_bw_bytes_per_s=CHANNEL_BW_CAP)
+    except NoRouteError:
+        return None
