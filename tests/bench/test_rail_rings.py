@@ -7,15 +7,18 @@ from collections import Counter
 import pytest
 
 from scaleup.bench import bench_rows
-from scaleup.collectives.algorithms.ring_orders import rail_ring_orders
+from scaleup.topology import resolve_topology
 from scaleup.tune import BenchRequest
+from scaleup.tune.channels import GroupShape
 
 
-@pytest.mark.parametrize(("servers", "per_server"), [(2, 8), (4, 8), (3, 4), (2, 1)])
-def test_orders_are_permutations_crossing_on_one_rail(servers, per_server):
+@pytest.mark.parametrize("servers", [2, 3, 4])
+def test_tuner_rings_are_permutations_crossing_on_one_rail(servers):
+    """The tuner's ring orders (the channel search's, :class:`GroupShape`) on N x DGX H100."""
+    per_server = 8
+    shape = GroupShape.of(resolve_topology(f"{servers}xdgx-h100"))
     nodes = [r // per_server for r in range(servers * per_server)]
-    orders = rail_ring_orders(nodes, per_server)
-    assert orders is not None
+    orders = shape.params("ring", shape.rings.n_channels)["orders"]
     rails: Counter[int] = Counter()
     for order in orders:
         assert sorted(order) == list(range(len(nodes)))
@@ -28,11 +31,6 @@ def test_orders_are_permutations_crossing_on_one_rail(servers, per_server):
         rails.update(a % per_server for a, _ in checked)
     if servers == 2:  # every rail carries one channel each way
         assert set(rails.values()) == {2}
-
-
-def test_uneven_servers_have_no_rail_orders():
-    assert rail_ring_orders([0, 0, 1], 2) is None
-    assert rail_ring_orders([0, 0, 0], 2) is None
 
 
 def test_two_server_all_gather_uses_every_nic():

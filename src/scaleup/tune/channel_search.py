@@ -36,7 +36,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,15 +108,16 @@ def nvls_heads(topology: Topology, ranks: Sequence[int] | None = None) -> Channe
     (NVLS-Tree) at its NIC's bandwidth. Whether NVLS applies at all is the tuner's rule."""
     chosen = _ranks(topology, ranks)
     servers = _layout(topology, chosen)
+    incident = _incident(topology)
     if len(servers) == 1:
         srv = servers[0]
-        graph = _graph(topology, srv)
+        graph = _graph(topology, srv, incident)
         bw = min(graph.port_capacity(i) for i in range(graph.n)) / graph.n
         singles = tuple(Channel(i, (Segment(srv.node, (r,)),), bw) for i, r in enumerate(srv.comm))
         return ChannelPlan("nvls", chosen, singles, node_trees=((-1,), (-1,)))
     heads: list[list[tuple[str, int, float]]] = []
     for srv in servers:
-        graph = _graph(topology, srv)
+        graph = _graph(topology, srv, incident)
         own: dict[str, tuple[str, int, float]] = {}
         for i, nic in enumerate(graph.nic_of):
             load = graph.nic_in[i]
@@ -147,9 +147,12 @@ def link_loads(plan: ChannelPlan, topology: Topology) -> dict[tuple[str, str], f
         raise UsageError(f"link_loads takes a ring or tree plan, not {plan.kind}", source="plan")
     servers = {srv.node: srv for srv in _layout(topology, plan.ranks)}
     kind = _path_kind(plan.kind, len(servers))
+    incident = _incident(topology)
     out: dict[tuple[str, str], float] = {}
     for node, srv in servers.items():
-        shape = Shape(_graph(topology, srv), kind, 1, 1, nics=len(servers) > 1, routed=True)
+        shape = Shape(
+            _graph(topology, srv, incident), kind, 1, 1, nics=len(servers) > 1, routed=True
+        )
         local = {r: i for i, r in enumerate(srv.comm)}
         for channel in plan.channels:
             seg = next(s for s in channel.segments if s.node == node)
@@ -221,7 +224,6 @@ def _layout(topology: Topology, ranks: tuple[int, ...]) -> list[_Server]:
     ]
 
 
-@functools.lru_cache(maxsize=16)
 def _scale_out(topology: Topology) -> frozenset[str]:
     """Switches of the scale-out fabric (any of their links is InfiniBand or Ethernet)."""
     return frozenset(
@@ -233,13 +235,14 @@ def _scale_out(topology: Topology) -> frozenset[str]:
     )
 
 
-def _graph(topology: Topology, srv: _Server) -> NodeGraph:
-    incident = _incident(topology)
+def _graph(
+    topology: Topology, srv: _Server, incident: dict[str, tuple[Arc, ...]] | None = None
+) -> NodeGraph:
+    incident = _incident(topology) if incident is None else incident
     arcs = {(c.src, c.dst): c for d in srv.devices for c in incident[d]}
     return NodeGraph(topology, srv.members, srv.devices, list(arcs.values()))
 
 
-@functools.lru_cache(maxsize=16)
 def _incident(topology: Topology) -> dict[str, tuple[Arc, ...]]:
     """The channels into and out of every device."""
     out: dict[str, list[Arc]] = {d.id: [] for d in topology.devices}
@@ -253,7 +256,6 @@ def _path_kind(kind: str, servers: int) -> str:
     return CHAIN if kind == "tree" else (RING if servers == 1 else PATH)
 
 
-@functools.lru_cache(maxsize=64)
 def _search(
     topology: Topology,
     ranks: tuple[int, ...],
@@ -268,11 +270,13 @@ def _search(
         only = Channel(0, (Segment(servers[0].node, (0,)),), math.inf)
         return ChannelPlan(kind, ranks, (only,), node_trees=node_trees)
     path_kind = _path_kind(kind, len(servers))
-    keys = [_signature(topology, srv) for srv in servers]  # identical servers share one search
+    incident = _incident(topology)
+    # identical servers share one search
+    keys = [_signature(topology, srv, incident) for srv in servers]
     graphs: dict[tuple[object, ...], NodeGraph] = {}
     for key, srv in zip(keys, servers, strict=True):
         if key not in graphs:
-            graphs[key] = _graph(topology, srv)
+            graphs[key] = _graph(topology, srv, incident)
     for routed in (False, True):  # hops without a direct link only where direct links fail
         shapes = {
             k: Shape(g, path_kind, max_channels, budget, nics=len(servers) > 1, routed=routed)
@@ -326,10 +330,11 @@ def _best(
     return best
 
 
-def _signature(topology: Topology, srv: _Server) -> tuple[object, ...]:
+def _signature(
+    topology: Topology, srv: _Server, incident: dict[str, tuple[Arc, ...]]
+) -> tuple[object, ...]:
     """A server's wiring in device positions: equal for the copies ``Nx<preset>`` makes."""
     pos = {d: i for i, d in enumerate(srv.devices)}
-    incident = _incident(topology)
     arcs = sorted(
         {
             (pos.get(c.src, -1), pos.get(c.dst, -1), c.bandwidth_bytes_per_s, c.tech)

@@ -1,100 +1,134 @@
 """Channels: how many parallel lanes to try, and how each lane is laid on the fabric.
 
 NCCL's graph search decides how many channels (rings, trees) a communicator gets and which
-links each uses. Here:
+links each uses; here that is :mod:`scaleup.tune.channel_search`, and this module maps its plans
+onto the algorithm builders' parameters:
 
-- :func:`channel_counts`: 1, 2, 4, ... up to the scale-up links of one accelerator (NCCL builds
-  at most one ring per link's worth of bandwidth; 18 NVLinks -> up to 16 channels), capped at
-  :data:`MAX_CHANNELS`; on a full mesh also one ring per link and two channels per ring, as RCCL
-  runs on xGMI;
-- :class:`GroupShape`: the facts about a group of ranks the builders' parameters depend on, and
-  :meth:`GroupShape.params`, the parameters of one (algorithm, channel count): rings spread over
-  distinct links on a full mesh, rings crossing between servers on one rail per channel, the
-  server size for the hierarchical compositions. The orders themselves are the algorithm
-  library's (:mod:`scaleup.collectives.algorithms.ring_orders`).
+- :func:`channel_counts`: the searched channel count ``n``, its duplicate ``2n`` (NCCL duplicates
+  the searched channels, up to twice as many) and the powers of two up to ``n`` or up to the
+  scale-up links of one accelerator, capped at :data:`MAX_CHANNELS`, so the tuner still
+  chooses the best count by simulation;
+- :class:`GroupShape`: the plans of one group of ranks (searched once per tuning session, see
+  :class:`scaleup.tune.search.TuneSession`) and :meth:`GroupShape.params`, the parameters of one
+  (algorithm, channel count): ring channel ``k`` follows the searched ring ``k mod n``; across
+  servers a tree channel is the searched chain in each server under NCCL's double binary tree
+  over the servers; the hierarchical algorithm's intra-node ring is a searched ring of one
+  server.
+
+Every search is capped at :data:`CHANNEL_BW_CAP` per channel: NCCL tries per-channel speeds from
+a descending array whose first entry on sm90 is 60 GB/s (``sm90SpeedArrayIntra`` in
+``src/graph/search.cc``), so a switched node gets several channels, not one channel at the whole
+switch port bandwidth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scaleup.collectives.algorithms.ring_orders import mesh_ring_orders, rail_ring_orders
+from scaleup.errors import NoRouteError
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
+from scaleup.tune.channel_plan import ChannelPlan
+from scaleup.tune.channel_search import search_rings, search_trees
 
-__all__ = ["MAX_CHANNELS", "GroupShape", "channel_counts"]
+__all__ = ["CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts"]
 
 #: NCCL_MAX_NCHANNELS-like cap on the channel counts tried.
 MAX_CHANNELS = 32
+#: Per-channel speed ceiling of the search: 60 GB/s, the first entry of NCCL's sm90 intra-node
+#: speed array (``sm90SpeedArrayIntra = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3}``,
+#: NVIDIA/nccl ``src/graph/search.cc``). Applied to every accelerator (see docs/models.md §12).
+CHANNEL_BW_CAP = 60e9
 
 
-def channel_counts(topology: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Channel counts tried: 1, 2, 4, ... up to the links of one accelerator (at least 1, 2).
-
-    On a full mesh each ring covers one link per direction, so one ring per link (n - 1) and two
-    channels per ring are tried too; behind a switch every ring spreads over all links already.
+def channel_counts(
+    topology: Topology, ranks: Sequence[int] | None = None, *, plan: ChannelPlan | None = None
+) -> tuple[int, ...]:
+    """Channel counts tried: the searched count ``n`` (``plan``, else searched here), ``2n``
+    and the powers of two up to ``n`` or to the scale-up links of one accelerator (at least 2),
+    at most :data:`MAX_CHANNELS`.
 
     >>> from scaleup.topology import resolve_topology
     >>> channel_counts(resolve_topology("dgx-h100"))
     (1, 2, 4, 8, 16)
+    >>> channel_counts(resolve_topology("dgx1-v100"))
+    (1, 2, 4, 6, 12)
     """
-    links = analysis.links_per_accelerator(topology, ranks)
-    top = min(MAX_CHANNELS, max(2, links))
-    counts = [1]
-    while counts[-1] * 2 <= top:
-        counts.append(counts[-1] * 2)
-    if analysis.is_full_mesh(topology, ranks):
-        # one ring per link (n - 1 directed rings) and two channels per ring, as RCCL runs
-        # several channels per ring on xGMI meshes where one thread block cannot fill a link
-        rings = len(topology.accelerators if ranks is None else ranks) - 1
-        counts += [c for c in (rings, 2 * rings) if c <= MAX_CHANNELS]
-    return tuple(sorted(set(counts)))
+    if plan is None:
+        plan = search_rings(topology, ranks, max_channel_bw_bytes_per_s=CHANNEL_BW_CAP)
+    n = max(1, min(plan.n_channels, MAX_CHANNELS))
+    top = min(MAX_CHANNELS, max(2, n, analysis.links_per_accelerator(topology, ranks)))
+    counts = {1 << i for i in range(top.bit_length()) if 1 << i <= top}
+    counts |= {c for c in (n, 2 * n) if c <= MAX_CHANNELS}
+    return tuple(sorted(counts))
 
 
 @dataclass(frozen=True)
 class GroupShape:
-    """What the builders' parameters depend on, for one group of ranks on one topology.
+    """The channel plans of one group of ranks on one topology, and the builder parameters
+    they give.
 
-    ``full_mesh``: every pair of ranks directly linked (MI300X); ``rail_nodes``: the server of
-    every rank when the ranks span several servers evenly, else None; ``ranks_per_node``: the
-    topology's server size (for ``hierarchical``).
+    ``rings``: the searched ring channels of the whole group; ``trees``: its tree channels when
+    the group spans several servers (None on one server, where the tree keeps NCCL's binary
+    trees over the ranks); ``local_rings``: the rings of one server's ranks, for the
+    hierarchical algorithm's intra-node phase (None when the group is not whole servers of
+    ``ranks_per_node`` consecutive ranks); ``counts``: :func:`channel_counts` of ``rings``.
     """
 
     nranks: int
-    full_mesh: bool
-    rail_nodes: tuple[int, ...] | None
     ranks_per_node: int
+    rings: ChannelPlan | None
+    trees: ChannelPlan | None
+    local_rings: ChannelPlan | None
+    counts: tuple[int, ...]
 
     @classmethod
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> GroupShape:
-        """The shape of ``ranks`` (default: every accelerator) on ``topology``."""
+        """Search the plans of ``ranks`` (default: every accelerator) on ``topology``; a plan the
+        search cannot make (no channel fits the links) is None and the builders' defaults stand."""
+        group = tuple(range(len(topology.accelerators))) if ranks is None else tuple(ranks)
         nodes = analysis.rank_nodes(topology, ranks)
-        even = len(set(nodes)) >= 2 and rail_ring_orders(nodes, 1) is not None
-        return cls(
-            nranks=len(nodes),
-            full_mesh=analysis.is_full_mesh(topology, ranks),
-            rail_nodes=nodes if even else None,
-            ranks_per_node=topology.ranks_per_node,
+        multi = len(set(nodes)) > 1
+        g = topology.ranks_per_node
+        whole = (
+            multi
+            and len(group) % g == 0
+            and all(len(set(nodes[s : s + g])) == 1 for s in range(0, len(group), g))
         )
+        rings = _searched(search_rings, topology, ranks)
+        trees = _searched(search_trees, topology, ranks) if multi else None
+        local = _searched(search_rings, topology, group[:g]) if whole else None
+        counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
+        return cls(len(group), g, rings, trees, local, counts)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
-        ``channels`` and ``chunks``)."""
+        ``channels`` and ``chunks``): channel ``k`` uses the plan's channel ``k mod n``."""
+        if algorithm == "ring" and self.rings is not None and self.nranks > 1:
+            orders = self.rings.orders()
+            return {"orders": [orders[k % len(orders)] for k in range(channels)]}
+        if algorithm == "tree" and self.trees is not None:
+            n = self.trees.n_channels
+            pairs = [
+                [list(self.trees.tree_parents(k % n, t)) for t in (0, 1)] for k in range(channels)
+            ]
+            return {"parents": pairs}
         if algorithm == "hierarchical":
-            return {"ranks_per_node": self.ranks_per_node}
-        if algorithm == "ring" and self.full_mesh:
-            return {"orders": mesh_ring_orders(self.nranks, channels)}
-        if algorithm == "ring" and self.rail_nodes is not None:
-            return {"orders": rail_ring_orders(self.rail_nodes, channels)}
+            out: dict[str, Any] = {"ranks_per_node": self.ranks_per_node}
+            if self.local_rings is not None:
+                local = self.local_rings.orders()
+                out["local_orders"] = [local[k % len(local)] for k in range(channels)]
+            return out
         return {}
 
-    def params_key(self, algorithm: str, channels: int = 1) -> tuple[Any, ...]:
-        """:meth:`params` as a hashable key (orders as tuples)."""
-        params = self.params(algorithm, channels)
-        orders = params.get("orders")
-        return (
-            params.get("ranks_per_node", 0),
-            None if orders is None else tuple(tuple(o) for o in orders),
-        )
+
+def _searched(
+    search: Callable[..., ChannelPlan], topology: Topology, ranks: Sequence[int] | None
+) -> ChannelPlan | None:
+    """``search(topology, ranks)`` under :data:`CHANNEL_BW_CAP`, or None when no channel fits."""
+    try:
+        return search(topology, ranks, max_channel_bw_bytes_per_s=CHANNEL_BW_CAP)
+    except NoRouteError:
+        return None

@@ -17,7 +17,8 @@ The enable rules applied here (prior-art §4.3):
 - ``hierarchical`` only when the ranks span more than one server;
 - ``ring``, ``tree``, ``direct``, ``recursive`` and the other registered algorithms wherever the
   algorithm library supports the collective and the world size;
-- channel counts from :func:`scaleup.tune.channels.channel_counts`.
+- channel counts from :func:`scaleup.tune.channels.channel_counts` (the channel search's count,
+  its double and the powers of two below it).
 
 The topology facts come from :mod:`scaleup.topology.analysis`; which candidate wins is the
 search's (:mod:`scaleup.tune.search`).
@@ -205,6 +206,7 @@ def candidates(
     proto: str | None = None,
     channels: int | None = None,
     family: str = "nccl",
+    counts: Sequence[int] | None = None,
 ) -> list[Candidate]:
     """Every enabled candidate, narrowed by the ``algo``/``proto``/``channels`` overrides.
 
@@ -214,9 +216,14 @@ def candidates(
     The NVLS rules of :func:`~scaleup.tune.nvls.nvls_disabled` (the dtype and reduction the
     switch does, NCCL's channel floor) hold even for an override: NCCL finds no algorithm then,
     and so a :class:`~scaleup.errors.UsageError` says why.
+    ``counts``: the channel counts to try (a session passes its searched plan's), else
+    :func:`~scaleup.tune.channels.channel_counts` searched here.
     """
     algos = [algo] if algo is not None else enabled_algorithms(topology, collective, ranks, family)
-    counts = (channels,) if channels is not None else channel_counts(topology, ranks)
+    if channels is not None:
+        counts = (channels,)
+    elif counts is None:
+        counts = channel_counts(topology, ranks)
     out: list[Candidate] = []
     for a in algos:
         protos = [proto] if proto is not None else enabled_protocols(topology, a, ranks)

@@ -107,7 +107,7 @@ class _Question:
         self.session = session
         self.topology = topology
         self.collective, self.group, self.dtype, self.redop, self.root = key
-        self.shape = GroupShape.of(topology, self.group)
+        self.shape = session.shape(topology, self.group)
         self.nranks = self.shape.nranks
         self.compiled: dict[tuple[str, int, int], CompiledSchedule] = {}
         self.timed: dict[tuple[Candidate, int], _Timed] = {}
@@ -212,6 +212,7 @@ class TuneSession:
         self.observer: Observer | None = None
         self._networks: dict[Topology, Network] = {}
         self._questions: dict[tuple[object, ...], _Question] = {}
+        self._shapes: dict[tuple[Topology, tuple[int, ...] | None], GroupShape] = {}
 
     def network(self, topology: Topology) -> Network:
         """The :class:`~scaleup.sim.Network` every schedule on ``topology`` is compiled into."""
@@ -219,6 +220,15 @@ class TuneSession:
         if net is None:
             net = self._networks[topology] = Network(topology)
         return net
+
+    def shape(self, topology: Topology, group: tuple[int, ...] | None) -> GroupShape:
+        """The channel plans of ``group`` (accelerator indices; None: all) on ``topology``,
+        searched once per session (:class:`~scaleup.tune.channels.GroupShape`)."""
+        key = (topology, group)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = GroupShape.of(topology, group)
+        return shape
 
     def tune(
         self, topology: Topology, request: BenchRequest, *, group: Sequence[int] | None = None
@@ -267,6 +277,7 @@ class TuneSession:
             proto=request.protocol,
             channels=request.channels,
             family=request.family,
+            counts=question.shape.counts,
         )
         return _Search(question, cands, request.printed(question.nranks), {} if prune else None)
 

@@ -10,7 +10,7 @@ must be a multiple of it). For each lane (``chunks x channels`` near-equal regio
 channel tag = channel):
 
 1. intra-node ring reduce-scatter: the region is cut into ``g`` blocks; block ``j`` is reduced
-   round the node's ring and ends at local rank ``(j - 1) % g`` (its *owner*) in every node; each
+   round the node's ring and ends at ring position ``(j - 1) % g`` (its *owner*) in every node; each
    receiver copies its own input block into the target just in time (``reduce_chains``), so
    every rank's ops in a step have one size and start together;
 2. inter-node ring all-reduce of block ``j`` among the ``m = n / g`` owners of ``j`` (one per node),
@@ -26,6 +26,11 @@ channel tag = channel):
     steps 5..7  intra-node AG   node N: l3 -C-> l0 -C-> l1 -C-> l2
 
 Each rank sends ``2(g-1)/g * S`` inside its node and ``2(m-1)/m * S/g`` across nodes.
+
+``local_orders=[[...], ...]`` (all_reduce) gives the intra-node ring of each channel as an order
+of the local ranks ``0 .. g-1`` (channel ``k`` uses order ``k % len(local_orders)``, the same in
+every node, so block ``j``'s owners share a local rank and cross between nodes on one rail);
+the default is ``0, 1, ..., g-1``. The tuner passes the channel search's rings of one server.
 
 Pipelining: with ``chunks > 1`` every op of chunk ``c`` also waits for the same op of chunk
 ``c - 1`` (same rank, role and channel: a channel's thread block runs its chunks in order), so
@@ -53,19 +58,35 @@ from scaleup.collectives.algorithms._common import (
 from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import UsageError
 
 __all__ = ["BUILDERS", "PARAMS", "check", "normalise"]
 
-PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "ranks_per_node": 8}
+PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "ranks_per_node": 8, "local_orders": None}
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels``, ``chunks`` and ``ranks_per_node``."""
+    """Validate ``channels``, ``chunks``, ``ranks_per_node`` and ``local_orders``."""
+    g = check_int("ranks_per_node", params.get("ranks_per_node", 8))
+    orders = params.get("local_orders")
+    if orders is not None:
+        try:
+            orders = [[int(r) for r in order] for order in orders]
+        except (TypeError, ValueError):
+            raise UsageError(
+                "parameter local_orders must be a list of rank lists", source="local_orders"
+            ) from None
+        if not orders or any(sorted(o) != list(range(g)) for o in orders):
+            raise UsageError(
+                f"parameter local_orders: every order must be a permutation of 0..{g - 1}",
+                source="local_orders",
+            )
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
         "chunks": check_int("chunks", params.get("chunks", 1)),
-        "ranks_per_node": check_int("ranks_per_node", params.get("ranks_per_node", 8)),
+        "ranks_per_node": g,
+        "local_orders": orders,
     }
 
 
@@ -114,8 +135,10 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = _InOrder(spec, "hierarchical", params=params)
     k, chunks = params["channels"], params["chunks"]
     reg_off, reg_size = split(spec.count, k * chunks)  # lane = chunk * k + channel
+    orders = params.get("local_orders") or [list(range(g))]
+    ring = np.asarray([orders[i % len(orders)] for i in range(k)], dtype=np.int64)  # (k, g)
     # Chunks are chained op for op only when every chunk has the same ops (no empty sub-block).
-    _by_chunk(b, k, chunks, int(reg_size.min()) >= g * m, _lanes, g, m, reg_off, reg_size)
+    _by_chunk(b, k, chunks, int(reg_size.min()) >= g * m, _lanes, ring, m, reg_off, reg_size)
     return b.build()
 
 
@@ -134,9 +157,13 @@ def _by_chunk(b: _InOrder, k: int, chunks: int, chained: bool, phases: Any, *arg
     b.shift = 0
 
 
-def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarray) -> None:
-    """The three phases for ``len(reg_off)`` lanes, lane ``i`` on channel ``i``."""
+def _lanes(
+    b: _InOrder, ring: np.ndarray, m: int, reg_off: np.ndarray, reg_size: np.ndarray
+) -> None:
+    """The three phases for ``len(reg_off)`` lanes, lane ``i`` on channel ``i`` and its
+    intra-node ring ``ring[i]`` (local ranks by ring position)."""
     lanes = len(reg_off)
+    g = ring.shape[1]
     channel_of = np.arange(lanes)
     rel, bsize = _sub_splits(reg_size, g)  # (R, g)
     boff = reg_off[:, None] + rel
@@ -156,7 +183,8 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
         init = local_copies(b, node, INPUT, reg_off[lane], OUTPUT, reg_off[lane], reg_size[lane])
         final1 = init.reshape(lanes, m, g)
     else:
-        path = (blk[:, None] + np.arange(g)[None, :]) % g  # chain of block j: positions j, j+1, ...
+        pos = (blk[:, None] + np.arange(g)[None, :]) % g  # chain of block j: positions j, j+1, ...
+        path = ring[lane[:, None], pos]
         off = boff[lane, blk][:, None]
         # block j+1's hop t-1 reaches the rank that block j's hop t reaches (same lane and node)
         succ = (lane * m + node) * g + (blk + 1) % g
@@ -165,7 +193,7 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
             off, bsize[lane, blk], succ=succ, channel=channel_of[lane], step=hops_g[None, :],
         )  # fmt: skip
         final1 = rs1[:, -1].reshape(lanes, m, g)  # indexed by block j
-    owner = (np.arange(g) - 1) % g  # local owner of block j
+    owner = ring[:, (np.arange(g) - 1) % g]  # (lane, j): local owner of block j
     # --- phase 2: inter-node ring all-reduce of each block among its owners (sub-block s)
     final2 = np.broadcast_to(final1[:, :, :, None], (lanes, m, g, m)).copy()  # (lane, node, j, s)
     if m > 1:
@@ -174,7 +202,7 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
         ).reshape(-1, 3)
         ln, j, s = rows[:, 0], rows[:, 1], rows[:, 2]
         npath = (s[:, None] + np.arange(m)[None, :]) % m  # nodes s, s+1, ...; the sum ends at s-1
-        ranks = npath * g + owner[j][:, None]
+        ranks = npath * g + owner[ln, j][:, None]
         off = soff[ln, j, s][:, None]
         cnt = ssize[ln, j, s]
         ch = channel_of[ln]
@@ -196,7 +224,7 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
         ag2 = chains(
             b,
             OpKind.COPY,
-            apath * g + owner[j][:, None],
+            apath * g + owner[ln, j][:, None],
             OUTPUT,
             OUTPUT,
             off,
@@ -210,7 +238,8 @@ def _lanes(b: _InOrder, g: int, m: int, reg_off: np.ndarray, reg_size: np.ndarra
         final2[ln[:, None], apath[:, 1:], j[:, None], s[:, None]] = ag2
     # --- phase 3: intra-node ring all-gather of block j from its owner
     if g > 1:
-        path = (owner[blk][:, None] + np.arange(g)[None, :]) % g
+        pos = ((blk - 1) % g)[:, None] + np.arange(g)[None, :]  # from the owner's position
+        path = ring[lane[:, None], pos % g]
         off = boff[lane, blk][:, None]
         chains(
             b,

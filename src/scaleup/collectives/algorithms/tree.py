@@ -22,6 +22,12 @@ result back down; chunks pipeline, chunk ``c`` running ``c`` steps behind chunk 
 
 broadcast and reduce relabel both trees so that their roots are the collective's root
 (``r -> (r - tree_root + root) % n``); reduce accumulates in scratch below the root.
+
+``parents=[(tree0, tree1), ...]`` replaces NCCL's two trees over the ranks by given ones, one
+pair of parent arrays per channel (channel ``k`` uses pair ``k % len(parents)``): the tuner passes
+the channel search's trees (a chain inside each server, the double binary tree over the servers).
+broadcast and reduce then re-root each given tree at the collective's root (the edges stay, so
+the links a tree uses stay).
 """
 
 from __future__ import annotations
@@ -32,19 +38,47 @@ from scaleup.collectives.algorithms._common import check_int, split, table_build
 from scaleup.collectives.build import ScheduleBuilder
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import UsageError
 
 __all__ = ["BUILDERS", "PARAMS", "btree_parents", "dtree_parents", "normalise"]
 
-PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1}
+PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "parents": None}
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels`` and ``chunks``."""
+    """Validate ``channels``, ``chunks`` and ``parents`` (each a tree over the ``n`` ranks)."""
+    parents = params.get("parents")
+    if parents is not None:
+        parents = [[_check_tree(spec.nranks, list(t)) for t in pair] for pair in parents]
+        if not parents or any(len(pair) != 2 for pair in parents):
+            raise UsageError(
+                "parameter parents must hold (tree0, tree1) pairs, one per channel",
+                source="parents",
+            )
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
         "chunks": check_int("chunks", params.get("chunks", 1)),
+        "parents": parents,
     }
+
+
+def _check_tree(n: int, parents: list[Any]) -> list[int]:
+    """``parents`` as ints if it is one tree over ranks 0..n-1 (one root), else a UsageError."""
+    try:
+        out = [int(p) for p in parents]
+    except (TypeError, ValueError):
+        raise UsageError("parameter parents: a tree is a list of ints", source="parents") from None
+    ok = len(out) == n and out.count(-1) == 1 and all(-1 <= p < n for p in out)
+    if ok:  # every rank reaches the root without a cycle
+        for r in range(n):
+            seen, v = 0, r
+            while v >= 0 and seen <= n:
+                v, seen = out[v], seen + 1
+            ok = ok and seen <= n
+    if not ok:
+        raise UsageError(f"parameter parents: {out} is not a tree over {n} ranks", source="parents")
+    return out
 
 
 def btree_parents(n: int) -> list[int]:
@@ -101,14 +135,36 @@ def _relabel(parents: list[int], root: int) -> list[int]:
     return out
 
 
+def _reroot(parents: list[int], root: int) -> list[int]:
+    """The same tree (the same edges) with its root moved to ``root``: the path from ``root``
+    up to the old root is reversed."""
+    out = list(parents)
+    prev, v = -1, root
+    while v >= 0:
+        up = parents[v]
+        out[v] = prev
+        prev, v = v, up
+    return out
+
+
+def _trees(spec: CollectiveSpec, params: dict[str, Any], root: int | None) -> list[list[list[int]]]:
+    """The (tree0, tree1) parent arrays of every channel, rooted at ``root`` when given."""
+    given = params.get("parents")
+    if given is None:
+        trees = list(dtree_parents(spec.nranks))
+        if root is not None:
+            trees = [_relabel(t, root) for t in trees]
+        return [trees] * params["channels"]
+    pairs = [given[k % len(given)] for k in range(params["channels"])]
+    return [[list(t) if root is None else _reroot(list(t), root) for t in p] for p in pairs]
+
+
 def _lanes(
     spec: CollectiveSpec, params: dict[str, Any], root: int | None
 ) -> list[tuple[int, int, int, int, list[int]]]:
     """(offset, size, channel tag, chunk, parents) of every non-empty lane."""
     k, c = params["channels"], params["chunks"]
-    trees = dtree_parents(spec.nranks)
-    if root is not None:
-        trees = (_relabel(trees[0], root), _relabel(trees[1], root))
+    trees = _trees(spec, params, root)
     off, size = split(spec.count, c * k * 2)
     lanes = []
     for ci in range(c):
@@ -116,7 +172,7 @@ def _lanes(
             for t in range(2):
                 lane = (ci * k + ki) * 2 + t
                 if size[lane]:
-                    lanes.append((int(off[lane]), int(size[lane]), 2 * ki + t, ci, trees[t]))
+                    lanes.append((int(off[lane]), int(size[lane]), 2 * ki + t, ci, trees[ki][t]))
     return lanes
 
 
