@@ -24,7 +24,7 @@ first; one whose bound reaches the best time found at this size is not simulated
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
@@ -34,6 +34,7 @@ from scaleup.sim import CompiledSchedule, Network, SimResult, compile_schedule
 from scaleup.topology.model import Topology
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import REFERENCE_BLOCKS, CheckedSet
+from scaleup.tune.choice import TunedChoice
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.observe import CandidateOutcome, Observer
 from scaleup.tune.request import ROOTED, BenchRequest
@@ -43,42 +44,6 @@ __all__ = ["Progress", "TuneSession", "TunedChoice", "resolve_group"]
 
 #: ``progress(done, total)``, called after each size.
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class TunedChoice:
-    """The tuner's answer for one collective at one size.
-
-    ``result`` is the simulation of the chosen schedule and ``time_s`` its time; ``verification``
-    how its structure was checked (``exact``, ``lanes`` or ``unchecked``, see
-    :mod:`scaleup.tune.checks`); ``considered`` every ``(candidate, time_s)`` simulated at this
-    size (pruned candidates are absent).
-    """
-
-    algorithm: str
-    protocol: str
-    channels: int
-    chunks: int
-    time_s: float
-    result: SimResult
-    verification: str
-    considered: tuple[tuple[Candidate, float], ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def candidate(self) -> Candidate:
-        """The chosen (algorithm, protocol, channels)."""
-        return Candidate(self.algorithm, self.protocol, self.channels)
-
-    def explain(self) -> str:
-        """The candidates simulated at this size, fastest first, the choice marked ``*``."""
-        head = f"chose {self.algorithm}/{self.protocol}/{self.channels}"
-        lines = [f"{head}, {self.chunks} chunks: {self.time_s * 1e6:.2f} us ({self.verification})"]
-        for cand, time_s in sorted(self.considered, key=lambda ct: (ct[1], ct[0])):
-            mark = "*" if cand == self.candidate else " "
-            lines.append(
-                f"{mark} {cand.algorithm}/{cand.protocol}/{cand.channels}: {time_s * 1e6:.2f} us"
-            )
-        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
