@@ -12,8 +12,9 @@ from scaleup.errors import UsageError
 from scaleup.topology import resolve_topology
 from scaleup.units import GB, parse_size
 from scaleup.workload.config import ParallelConfig, Precision
+from scaleup.workload.memory import MemoryBreakdown
 from scaleup.workload.plan import PlanResult, SweepRow, plan, sweep_tp
-from scaleup.workload.step import DEFAULT_COMPUTE_EFFICIENCY
+from scaleup.workload.step import DEFAULT_COMPUTE_EFFICIENCY, StepBreakdown
 
 __all__ = ["plan_cmd", "register"]
 
@@ -31,8 +32,22 @@ def _pct(x: float) -> str:
 
 
 def _print_plan(r: PlanResult) -> None:
-    cfg, mem, step = r.config, r.memory, r.step
+    """Print one plan: headline, memory, step-time and collectives tables, then the verdict."""
+    render.console.print(_headline(r))
+    _memory_table(r.memory)
+    _step_table(r.step)
+    _collectives_table(r.step)
     render.console.print(
+        f"exposed communication {_pct(r.step.exposed_share)} of the step; "
+        f"{r.step.tokens_per_s:,.0f} tokens/s; MFU {_pct(r.step.mfu)}"
+    )
+    render.console.print(("[green]" if r.memory.fits else "[red]") + r.verdict + "[/]")
+
+
+def _headline(r: PlanResult) -> str:
+    """The model, the fabric and the whole parallel configuration, in one line."""
+    cfg = r.config
+    return (
         f"[bold]{r.model.name}[/] ({r.model.params / 1e9:,.2f}B params"
         + (f", {r.model.active_params / 1e9:,.2f}B active" if r.model.is_moe else "")
         + f") on [bold]{r.topology}[/] ({r.n_available} x {r.accelerator}, "
@@ -41,6 +56,10 @@ def _print_plan(r: PlanResult) -> None:
         f"seq {cfg.seq_len(r.model)}, mbs {cfg.mbs}, gbs {cfg.global_batch} "
         f"({cfg.microbatches} micro-batches), {cfg.n_devices} devices"
     )
+
+
+def _memory_table(mem: MemoryBreakdown) -> None:
+    """Print memory per device by component, against the device's HBM."""
     total = mem.total_bytes
     rows = [
         (name, _gb(value), _pct(value / total) if total else "")
@@ -62,6 +81,10 @@ def _print_plan(r: PlanResult) -> None:
         rows,
         title=f"memory per device (stage {mem.stage}, {mem.params_per_device / 1e9:,.2f}B params)",
     )
+
+
+def _step_table(step: StepBreakdown) -> None:
+    """Print the step time by component: compute, bubble, and each kind of communication."""
     step_s = step.step_time_s
     srows = [
         ("compute (incl. recompute)", _ms(step.compute_s), "", _pct(step.compute_s / step_s)),
@@ -84,6 +107,10 @@ def _print_plan(r: PlanResult) -> None:
         title=f"step time (stage {step.stage}, overlap {step.overlap}, "
         f"compute at {step.compute_efficiency:.0%} of {step.peak_flops / 1e12:,.0f} TFLOP/s)",
     )
+
+
+def _collectives_table(step: StepBreakdown) -> None:
+    """Print the step's collectives (simulated), if it has any."""
     crows = [
         (
             t.call.kind,
@@ -102,11 +129,6 @@ def _print_plan(r: PlanResult) -> None:
             crows,
             title="collectives per step (simulated)",
         )
-    render.console.print(
-        f"exposed communication {_pct(step.exposed_share)} of the step; "
-        f"{step.tokens_per_s:,.0f} tokens/s; MFU {_pct(step.mfu)}"
-    )
-    render.console.print(("[green]" if mem.fits else "[red]") + r.verdict + "[/]")
 
 
 def _sweep_table(series: dict[str, list[SweepRow]]) -> None:
@@ -157,56 +179,71 @@ def _sweep_table(series: dict[str, list[SweepRow]]) -> None:
                 render.console.print(f"{name}: tp {row.tp} skipped: {row.skipped}")
 
 
+_MODEL_OPTION = typer.Option(
+    ...,
+    "--model",
+    "-m",
+    help="Catalog model or alias (llama-70b, gpt-3-175b, mixtral-8x7b...).",
+)
+_TOPOLOGY_OPTION = typer.Option(
+    "dgx-h100", "--topology", "-t", help="Preset, Nx<preset> or file; a,b for side by side."
+)
+_TP_OPTION = typer.Option(1, "--tp", help="Tensor-parallel size.")
+_PP_OPTION = typer.Option(1, "--pp", help="Pipeline-parallel stages.")
+_DP_OPTION = typer.Option(None, "--dp", help="Data-parallel size (default: fill the topology).")
+_EP_OPTION = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP).")
+_ZERO_OPTION = typer.Option(0, "--zero", help="ZeRO stage 0-3 (shards over DP).")
+_SP_OPTION = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism with TP.")
+_RECOMPUTE_OPTION = typer.Option("selective", "--recompute", help="none | selective | full.")
+_SEQ_OPTION = typer.Option(None, "--seq", help="Sequence length (default: the model's).")
+_MBS_OPTION = typer.Option(1, "--mbs", help="Micro-batch size (sequences).")
+_GBS_OPTION = typer.Option(
+    None, "--gbs", help="Global batch (sequences) (default: mbs*dp; x 4pp with PP)."
+)
+_VPP_OPTION = typer.Option(1, "--vpp", help="Interleaved (virtual) pipeline stages per device.")
+_GRAD_BYTES_OPTION = typer.Option(
+    2, "--grad-bytes", help="Bytes per gradient: 2 (bf16, 16 B/param) or 4 (fp32)."
+)
+_COMPUTE_EFFICIENCY_OPTION = typer.Option(
+    DEFAULT_COMPUTE_EFFICIENCY,
+    "--compute-efficiency",
+    help="Fraction of dense BF16 peak the kernels sustain.",
+)
+_OVERLAP_OPTION = typer.Option("dp", "--overlap", help="none | dp (DP grads under backward) | all.")
+_RESERVE_OPTION = typer.Option("0", "--reserve", help="Memory reserved per device (e.g. 4G).")
 _MODEL_FILE_OPTION = typer.Option(
     None, "--model-file", help="Your own models (TOML, same form as the catalog)."
 )
+_SWEEP_OPTION = typer.Option(
+    False, "--sweep-tp", help="Table over TP = 1, 2, 4, ... up to the domain."
+)
+_JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
 _PLOT_OPTION = typer.Option(
     None, "--plot", help="Write a plot (PNG, ...) of the breakdown or sweep."
 )
 
 
 def plan_cmd(
-    model: str = typer.Option(
-        ...,
-        "--model",
-        "-m",
-        help="Catalog model or alias (llama-70b, gpt-3-175b, mixtral-8x7b...).",
-    ),
-    topology: str = typer.Option(
-        "dgx-h100", "--topology", "-t", help="Preset, Nx<preset> or file; a,b for side by side."
-    ),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel size."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel stages."),
-    dp: int | None = typer.Option(
-        None, "--dp", help="Data-parallel size (default: fill the topology)."
-    ),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (MoE; carved out of DP)."),
-    zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (shards over DP)."),
-    sp: bool = typer.Option(True, "--sp/--no-sp", help="Sequence parallelism with TP."),
-    recompute: str = typer.Option("selective", "--recompute", help="none | selective | full."),
-    seq: int | None = typer.Option(None, "--seq", help="Sequence length (default: the model's)."),
-    mbs: int = typer.Option(1, "--mbs", help="Micro-batch size (sequences)."),
-    gbs: int | None = typer.Option(
-        None, "--gbs", help="Global batch (sequences) (default: mbs*dp; x 4pp with PP)."
-    ),
-    vpp: int = typer.Option(1, "--vpp", help="Interleaved (virtual) pipeline stages per device."),
-    grad_bytes: int = typer.Option(
-        2, "--grad-bytes", help="Bytes per gradient: 2 (bf16, 16 B/param) or 4 (fp32)."
-    ),
-    compute_efficiency: float = typer.Option(
-        DEFAULT_COMPUTE_EFFICIENCY,
-        "--compute-efficiency",
-        help="Fraction of dense BF16 peak the kernels sustain.",
-    ),
-    overlap: str = typer.Option(
-        "dp", "--overlap", help="none | dp (DP grads under backward) | all."
-    ),
-    reserve: str = typer.Option("0", "--reserve", help="Memory reserved per device (e.g. 4G)."),
+    model: str = _MODEL_OPTION,
+    topology: str = _TOPOLOGY_OPTION,
+    tp: int = _TP_OPTION,
+    pp: int = _PP_OPTION,
+    dp: int | None = _DP_OPTION,
+    ep: int = _EP_OPTION,
+    zero: int = _ZERO_OPTION,
+    sp: bool = _SP_OPTION,
+    recompute: str = _RECOMPUTE_OPTION,
+    seq: int | None = _SEQ_OPTION,
+    mbs: int = _MBS_OPTION,
+    gbs: int | None = _GBS_OPTION,
+    vpp: int = _VPP_OPTION,
+    grad_bytes: int = _GRAD_BYTES_OPTION,
+    compute_efficiency: float = _COMPUTE_EFFICIENCY_OPTION,
+    overlap: str = _OVERLAP_OPTION,
+    reserve: str = _RESERVE_OPTION,
     model_file: Path | None = _MODEL_FILE_OPTION,
-    sweep: bool = typer.Option(
-        False, "--sweep-tp", help="Table over TP = 1, 2, 4, ... up to the domain."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    sweep: bool = _SWEEP_OPTION,
+    json_out: bool = _JSON_OPTION,
     plot: Path | None = _PLOT_OPTION,
 ) -> None:
     """Memory per device and training-step time of a model on a fabric (communication simulated)."""
@@ -215,34 +252,56 @@ def plan_cmd(
     names = [n.strip() for n in topology.split(",") if n.strip()]
     if not names:
         raise UsageError("no topology given", source="--topology")
-    kwargs: dict[str, Any] = dict(
+    options: dict[str, Any] = dict(
         compute_efficiency=compute_efficiency,
         overlap=overlap,
         reserved_bytes=float(parse_size(reserve, source="--reserve")),
         model_file=model_file,
     )
+    layout = ParallelConfig(  # dp is filled in per topology
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        zero=zero,
+        sp=sp,
+        recompute=recompute,  # type: ignore[arg-type]
+        mbs=mbs,
+        gbs=gbs,
+        seq=seq,
+        vpp=vpp,
+        precision=Precision(grad_bytes=grad_bytes),
+    )
+    results = _plan_each(model, names, layout, dp, sweep=sweep, options=options)
+    _show(results, names, sweep=sweep, json_out=json_out, plot=plot)
+
+
+def _plan_each(
+    model: str,
+    names: list[str],
+    layout: ParallelConfig,
+    dp: int | None,
+    *,
+    sweep: bool,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Plan ``model`` (or sweep TP) on each named topology; without ``dp``, DP fills it."""
     results: dict[str, Any] = {}
     for name in names:
         topo = resolve_topology(name)
         # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
-        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // max(1, tp * pp))
-        cfg = ParallelConfig(
-            tp=tp,
-            pp=pp,
-            dp=n_dp,
-            ep=ep,
-            zero=zero,
-            sp=sp,
-            recompute=recompute,  # type: ignore[arg-type]
-            mbs=mbs,
-            gbs=gbs,
-            seq=seq,
-            vpp=vpp,
-            precision=Precision(grad_bytes=grad_bytes),
-        )
+        per_replica = max(1, layout.tp * layout.pp)
+        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // per_replica)
+        cfg = layout.with_(dp=n_dp)
         results[name] = (
-            sweep_tp(model, topo, cfg, **kwargs) if sweep else plan(model, topo, cfg, **kwargs)
+            sweep_tp(model, topo, cfg, **options) if sweep else plan(model, topo, cfg, **options)
         )
+    return results
+
+
+def _show(
+    results: dict[str, Any], names: list[str], *, sweep: bool, json_out: bool, plot: Path | None
+) -> None:
+    """Write the plot (``--plot``), then print the results as JSON or as tables."""
     if plot is not None:
         from scaleup.cli.plan_plot import plot_plans, plot_sweep  # matplotlib only when plotting
 

@@ -9,9 +9,11 @@ report/`` writes PNGs, ``index.md`` and a self-contained ``index.html``.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -30,6 +32,9 @@ from rich.text import Text
 from scaleup.cli import render
 from scaleup.errors import UsageError
 
+if TYPE_CHECKING:
+    from scaleup.sweep import SweepProgress, SweepSummary
+
 __all__ = ["register", "report_cmd", "sweep_cmd"]
 
 #: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
@@ -40,45 +45,70 @@ class _RateColumn(ProgressColumn):
     """Points per second over this run (resumed points do not count)."""
 
     def render(self, task: Task) -> Text:
+        """The rate as ``N pt/s`` (``-`` before the first point of this run)."""
         rate = task.fields.get("rate")
         return Text(f"{rate:,.1f} pt/s" if rate else "- pt/s", style="cyan")
 
 
+class _SweepBar:
+    """The progress bar on stderr, and how far the sweep got (for the interrupted message)."""
+
+    def __init__(self, name: str, total: int, *, quiet: bool) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _RateColumn(),
+            TextColumn("[red]{task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=render.err_console,
+            disable=quiet,
+            transient=False,
+        )
+        self.task = self.progress.add_task(escape(name), total=total, errors=0, rate=0.0)
+        self.done, self.total, self.started = 0, total, False
+
+    def update(self, p: SweepProgress) -> None:
+        """Show where the sweep stands; the bar starts at the first report."""
+        if not self.started:  # only once the output checks passed: errors stay one line
+            self.progress.start()
+            self.started = True
+        new = p.done - p.resumed
+        self.done, self.total = p.done, p.total
+        self.progress.update(
+            self.task,
+            completed=p.done,
+            total=p.total,
+            errors=p.errors,
+            rate=new / p.elapsed_s if p.elapsed_s > 0 and new else 0.0,
+        )
+
+    def stop(self) -> None:
+        """Stop the bar, if it was started."""
+        if self.started:
+            self.progress.stop()
+
+
 def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM handler: stop as Ctrl-C does."""
     raise KeyboardInterrupt
 
 
-def sweep_cmd(
-    spec: Path = typer.Argument(..., help="Sweep spec (TOML); see examples/sweep.toml."),
-    output: Path = typer.Option(
-        ..., "-o", "--output", help="results.parquet (a Parquet dataset) or results.csv."
-    ),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT."
-    ),
-    serial: bool = typer.Option(False, "--serial", help="Run in this process, without Dask."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Keep finished points in OUTPUT; run only the rest."
-    ),
-    workers: int | None = typer.Option(
-        None, "--workers", min=1, help="Local cluster worker processes (default: one per core)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing OUTPUT."),
-    retry_errors: bool = typer.Option(
-        False, "--retry-errors", help="With --resume: run failed points again."
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Points per Dask task (default: auto, at most 100)."
-    ),
-    max_points: int | None = typer.Option(
-        None, "--max-points", min=0, help="Stop after this many new points."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-) -> None:
-    """Run every point of a sweep spec; results are written as they complete."""
-    from scaleup.sweep import SweepStopped, expand_spec, load_spec, run_sweep
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Inside the block, `kill` (SIGTERM) stops as cleanly as Ctrl-C."""
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
+
+def _check_placement(serial: bool, scheduler: str | None, workers: int | None) -> None:
+    """Refuse flags that contradict each other about where the points run."""
     if serial and (scheduler or workers):
         raise UsageError(
             "--serial runs without Dask; drop --scheduler/--workers", source="--serial"
@@ -88,73 +118,25 @@ def sweep_cmd(
             "--workers sizes the local cluster; a --scheduler cluster has its own",
             source="--workers",
         )
-    loaded, base = load_spec(spec)
-    points = expand_spec(loaded, base=base, source=str(spec))
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _RateColumn(),
-        TextColumn("[red]{task.fields[errors]} errors"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=render.err_console,
-        disable=quiet,
-        transient=False,
+
+
+def _say_interrupted(stop: KeyboardInterrupt, bar: _SweepBar, output: Path) -> None:
+    """Say on stderr how many points are saved and how to finish the sweep."""
+    from scaleup.sweep import SweepStopped
+
+    saved, total = (
+        (stop.saved, stop.total) if isinstance(stop, SweepStopped) else (bar.done, bar.total)
     )
-    task = progress.add_task(escape(loaded.name), total=len(points), errors=0, rate=0.0)
-    state: dict[str, Any] = {"done": 0, "total": len(points)}
+    render.err_console.print(
+        escape(
+            f"interrupted: {saved} of {total} points are saved in {output}; "
+            "run the same command with --resume to finish"
+        )
+    )
 
-    def on_progress(p: Any) -> None:
-        if not state.get("started"):  # only once the output checks passed: errors stay one line
-            progress.start()
-            state["started"] = True
-        new = p.done - p.resumed
-        state.update(done=p.done, total=p.total)
-        progress.update(
-            task,
-            completed=p.done,
-            total=p.total,
-            errors=p.errors,
-            rate=new / p.elapsed_s if p.elapsed_s > 0 and new else 0.0,
-        )
 
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, _terminate)  # `kill` stops as cleanly as Ctrl-C
-    try:
-        try:
-            summary = run_sweep(
-                points,
-                output,
-                scheduler=scheduler,
-                serial=serial,
-                n_workers=workers,
-                resume=resume,
-                overwrite=force,
-                retry_errors=retry_errors,
-                batch_size=batch_size,
-                max_points=max_points,
-                progress=on_progress,
-            )
-        finally:
-            if state.get("started"):
-                progress.stop()
-    except KeyboardInterrupt as stop:
-        saved, total = (
-            (stop.saved, stop.total)
-            if isinstance(stop, SweepStopped)
-            else (state["done"], state["total"])
-        )
-        render.err_console.print(
-            escape(
-                f"interrupted: {saved} of {total} points are saved in {output}; "
-                "run the same command with --resume to finish"
-            )
-        )
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def _print_summary(summary: SweepSummary, output: Path, *, json_out: bool) -> None:
+    """Note damaged parts set aside (stderr), then print what the sweep did."""
     for part in summary.damaged:
         render.err_console.print(
             escape(f"note: {part} was damaged; set aside, its points were evaluated again")
@@ -170,6 +152,79 @@ def sweep_cmd(
             f"{summary.workers} worker(s), {summary.batch_size} points/task -> {output}"
         )
     )
+
+
+_SPEC_ARGUMENT = typer.Argument(..., help="Sweep spec (TOML); see examples/sweep.toml.")
+_OUTPUT_OPTION = typer.Option(
+    ..., "-o", "--output", help="results.parquet (a Parquet dataset) or results.csv."
+)
+_SCHEDULER_OPTION = typer.Option(
+    None, "--scheduler", help="Address of a running Dask scheduler, tcp://HOST:PORT."
+)
+_SERIAL_OPTION = typer.Option(False, "--serial", help="Run in this process, without Dask.")
+_RESUME_OPTION = typer.Option(
+    False, "--resume", help="Keep finished points in OUTPUT; run only the rest."
+)
+_WORKERS_OPTION = typer.Option(
+    None, "--workers", min=1, help="Local cluster worker processes (default: one per core)."
+)
+_FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing OUTPUT.")
+_RETRY_ERRORS_OPTION = typer.Option(
+    False, "--retry-errors", help="With --resume: run failed points again."
+)
+_BATCH_SIZE_OPTION = typer.Option(
+    None, "--batch-size", min=1, help="Points per Dask task (default: auto, at most 100)."
+)
+_MAX_POINTS_OPTION = typer.Option(
+    None, "--max-points", min=0, help="Stop after this many new points."
+)
+_QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+_JSON_OPTION = typer.Option(False, "--json", help="Print the summary as JSON.")
+
+
+def sweep_cmd(
+    spec: Path = _SPEC_ARGUMENT,
+    output: Path = _OUTPUT_OPTION,
+    scheduler: str | None = _SCHEDULER_OPTION,
+    serial: bool = _SERIAL_OPTION,
+    resume: bool = _RESUME_OPTION,
+    workers: int | None = _WORKERS_OPTION,
+    force: bool = _FORCE_OPTION,
+    retry_errors: bool = _RETRY_ERRORS_OPTION,
+    batch_size: int | None = _BATCH_SIZE_OPTION,
+    max_points: int | None = _MAX_POINTS_OPTION,
+    quiet: bool = _QUIET_OPTION,
+    json_out: bool = _JSON_OPTION,
+) -> None:
+    """Run every point of a sweep spec; results are written as they complete."""
+    from scaleup.sweep import expand_spec, load_spec, run_sweep
+
+    _check_placement(serial, scheduler, workers)
+    loaded, base = load_spec(spec)
+    points = expand_spec(loaded, base=base, source=str(spec))
+    bar = _SweepBar(loaded.name, len(points), quiet=quiet)
+    with _sigterm_interrupts():
+        try:
+            try:
+                summary = run_sweep(
+                    points,
+                    output,
+                    scheduler=scheduler,
+                    serial=serial,
+                    n_workers=workers,
+                    resume=resume,
+                    overwrite=force,
+                    retry_errors=retry_errors,
+                    batch_size=batch_size,
+                    max_points=max_points,
+                    progress=bar.update,
+                )
+            finally:
+                bar.stop()
+        except KeyboardInterrupt as stop:
+            _say_interrupted(stop, bar, output)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    _print_summary(summary, output, json_out=json_out)
 
 
 def report_cmd(

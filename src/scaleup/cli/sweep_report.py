@@ -99,80 +99,100 @@ def _requested_label(row: dict[str, Any]) -> str:
     return "tuned" if algo == proto == "tuned" else f"{algo}/{proto}"
 
 
+#: Rows of one series by message size (bytes -> row).
+_BySize = dict[int, dict[str, Any]]
+#: Columns of the peak-bandwidth table.
+_PEAK_COLUMNS = (
+    "collective",
+    "topology",
+    "peak busbw (GB/s)",
+    "at size",
+    "algorithm",
+    "time at largest (µs)",
+    "largest size",
+)
+
+
 def _bench_section(rows: list[dict[str, Any]], out: Path) -> tuple[list[str], list[Table]]:
+    """Plot every collective of the bench rows; the peak-bandwidth and fastest-algorithm tables."""
     images: list[str] = []
-    tables: list[Table] = []
     multi_ranks = len({r.get("nranks") for r in rows}) > 1
     multi_dtype = len({r.get("dtype") for r in rows}) > 1
     peak_rows: list[list[str]] = []
     best_rows: list[list[str]] = []
     for collective in sorted({r["collective"] for r in rows}):
         subset = [r for r in rows if r["collective"] == collective]
-        best: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-        per_algo: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(
-            lambda: defaultdict(dict)
-        )
-        for r in subset:
-            label, size = _series_label(r, multi_ranks, multi_dtype), int(r["bytes"])
-            if size not in best[label] or r["busbw_gb_per_s"] > best[label][size]["busbw_gb_per_s"]:
-                best[label][size] = r
-            per_algo[label][_requested_label(r)][size] = r
-        name = f"busbw_{_slug(collective)}.png"
-        line_plot(
-            out / name,
-            f"{collective}: bus bandwidth and time by message size (best algorithm)",
-            best,
-        )
-        images.append(name)
-        for label, algos in per_algo.items():
-            if len(algos) > 1:
-                name = f"algos_{_slug(collective)}_{_slug(label)}.png"
-                line_plot(
-                    out / name, f"{collective} on {label}: by algorithm/protocol", dict(algos)
-                )
-                images.append(name)
-        grid = {label: {s: _algo_label(r) for s, r in by.items()} for label, by in best.items()}
-        name = f"best_algo_{_slug(collective)}.png"
-        category_map(out / name, f"{collective}: fastest algorithm/protocol by message size", grid)
-        images.append(name)
+        best, per_algo = _series_by_size(subset, multi_ranks, multi_dtype)
+        images += _collective_plots(collective, best, per_algo, out)
         for label, by in best.items():
-            top = max(by.values(), key=lambda r: r["busbw_gb_per_s"])
-            largest = by[max(by)]
-            peak_rows.append(
-                [
-                    collective,
-                    label,
-                    f"{top['busbw_gb_per_s']:.1f}",
-                    format_bytes(int(top["bytes"])),
-                    _algo_label(top),
-                    f"{largest['time_us']:.1f}",
-                    format_bytes(int(largest["bytes"])),
-                ]
-            )
-            changes, previous = [], None
-            for size in sorted(by):
-                algo = _algo_label(by[size])
-                if algo != previous:
-                    changes.append(f"{algo} from {format_bytes(size)}")
-                    previous = algo
-            best_rows.append([collective, label, "; ".join(changes)])
-    tables.append(
-        (
-            "Peak bus bandwidth",
-            [
-                "collective",
-                "topology",
-                "peak busbw (GB/s)",
-                "at size",
-                "algorithm",
-                "time at largest (µs)",
-                "largest size",
-            ],
-            peak_rows,
-        )
-    )
-    tables.append(("Fastest algorithm by size", ["collective", "topology", "fastest"], best_rows))
+            peak_rows.append(_peak_row(collective, label, by))
+            best_rows.append(_fastest_row(collective, label, by))
+    tables: list[Table] = [
+        ("Peak bus bandwidth", list(_PEAK_COLUMNS), peak_rows),
+        ("Fastest algorithm by size", ["collective", "topology", "fastest"], best_rows),
+    ]
     return images, tables
+
+
+def _series_by_size(
+    rows: list[dict[str, Any]], multi_ranks: bool, multi_dtype: bool
+) -> tuple[dict[str, _BySize], dict[str, dict[str, _BySize]]]:
+    """Per series: the highest-busbw row at each size, and each requested algorithm's rows."""
+    best: dict[str, _BySize] = defaultdict(dict)
+    per_algo: dict[str, dict[str, _BySize]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        label, size = _series_label(r, multi_ranks, multi_dtype), int(r["bytes"])
+        if size not in best[label] or r["busbw_gb_per_s"] > best[label][size]["busbw_gb_per_s"]:
+            best[label][size] = r
+        per_algo[label][_requested_label(r)][size] = r
+    return best, per_algo
+
+
+def _collective_plots(
+    collective: str, best: dict[str, _BySize], per_algo: dict[str, dict[str, _BySize]], out: Path
+) -> list[str]:
+    """Write one collective's PNGs (best busbw, per algorithm where swept, fastest map)."""
+    images: list[str] = []
+    name = f"busbw_{_slug(collective)}.png"
+    title = f"{collective}: bus bandwidth and time by message size (best algorithm)"
+    line_plot(out / name, title, best)
+    images.append(name)
+    for label, algos in per_algo.items():
+        if len(algos) > 1:
+            name = f"algos_{_slug(collective)}_{_slug(label)}.png"
+            line_plot(out / name, f"{collective} on {label}: by algorithm/protocol", dict(algos))
+            images.append(name)
+    grid = {label: {s: _algo_label(r) for s, r in by.items()} for label, by in best.items()}
+    name = f"best_algo_{_slug(collective)}.png"
+    category_map(out / name, f"{collective}: fastest algorithm/protocol by message size", grid)
+    images.append(name)
+    return images
+
+
+def _peak_row(collective: str, label: str, by: _BySize) -> list[str]:
+    """A series' peak busbw (size, algorithm) and its time at the largest size, as a table row."""
+    top = max(by.values(), key=lambda r: r["busbw_gb_per_s"])
+    largest = by[max(by)]
+    return [
+        collective,
+        label,
+        f"{top['busbw_gb_per_s']:.1f}",
+        format_bytes(int(top["bytes"])),
+        _algo_label(top),
+        f"{largest['time_us']:.1f}",
+        format_bytes(int(largest["bytes"])),
+    ]
+
+
+def _fastest_row(collective: str, label: str, by: _BySize) -> list[str]:
+    """A series' fastest algorithm by size, as the sizes where it changes, as a table row."""
+    changes, previous = [], None
+    for size in sorted(by):
+        algo = _algo_label(by[size])
+        if algo != previous:
+            changes.append(f"{algo} from {format_bytes(size)}")
+            previous = algo
+    return [collective, label, "; ".join(changes)]
 
 
 def _first_column(rows: list[dict[str, Any]], candidates: Sequence[str], needle: str) -> str | None:

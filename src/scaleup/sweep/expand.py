@@ -16,7 +16,7 @@ from typing import Any
 
 from scaleup.errors import ScaleupError, SpecFileError
 from scaleup.sweep.kinds import topology_of
-from scaleup.sweep.spec import BenchBlock, SizeRange, SweepSpec, axis
+from scaleup.sweep.spec import BenchBlock, PlanBlock, SizeRange, SweepSpec, axis
 from scaleup.units import format_bytes, parse_size
 
 __all__ = ["MAX_POINTS", "MAX_SIZE_BYTES", "expand_spec", "size_range"]
@@ -156,15 +156,47 @@ def expand_spec(
     base = Path(base)
     points: list[dict[str, Any]] = []
     for b, block in enumerate(spec.bench):
-        entry = f"bench[{b}]"
-        topos = _topologies(block.topologies, block.nodes, base, source, f"{entry}.topologies")
-        if check_topologies:
-            _check_topologies(topos, source, f"{entry}.topologies")
-        sizes = _sizes(block, source, f"{entry}.sizes")
-        lengths = (len(block.collectives), len(axis(block.dtype)), len(block.ranks))
-        count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
-        count *= math.prod(lengths)
-        _check_count(count, len(points), source, entry)
+        points += _bench_points(block, f"bench[{b}]", len(points), base, source, check_topologies)
+    for p, plan in enumerate(spec.plan):
+        points += _plan_points(plan, f"plan[{p}]", len(points), base, source, check_topologies)
+    for g, grid in enumerate(spec.grid):
+        params = {k: axis(v) for k, v in grid.params.items()}
+        _check_count(math.prod(map(len, params.values())), len(points), source, f"grid[{g}]")
+        points += [{"kind": grid.kind, **combo} for combo in _cross(params)]
+    return points
+
+
+def _block_topologies(
+    names: list[str], nodes: list[int], base: Path, source: str, entry: str, check: bool
+) -> list[dict[str, str]]:
+    """A block's topologies as point fields, each built once first when ``check`` is set."""
+    topos = _topologies(names, nodes, base, source, f"{entry}.topologies")
+    if check:
+        _check_topologies(topos, source, f"{entry}.topologies")
+    return topos
+
+
+def _bench_points(
+    block: BenchBlock, entry: str, before: int, base: Path, source: str, check: bool
+) -> list[dict[str, Any]]:
+    """A ``[[bench]]`` block's points: the cross product of its axes, counted before built."""
+    topos = _block_topologies(block.topologies, block.nodes, base, source, entry, check)
+    sizes = _sizes(block, source, f"{entry}.sizes")
+    lengths = (len(block.collectives), len(axis(block.dtype)), len(block.ranks))
+    count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
+    count *= math.prod(lengths)
+    _check_count(count, before, source, entry)
+    return [
+        {
+            "kind": "bench",
+            **topo,
+            "collective": collective,
+            "bytes": nbytes,
+            "dtype": dtype,
+            "nranks": nranks,
+            "algo": algo,
+            "proto": proto,
+        }
         for topo, collective, dtype, nranks, algo, proto, nbytes in itertools.product(
             topos,
             block.collectives,
@@ -173,33 +205,20 @@ def expand_spec(
             block.algorithms,
             block.protocols,
             sizes,
-        ):
-            points.append(
-                {
-                    "kind": "bench",
-                    **topo,
-                    "collective": collective,
-                    "bytes": nbytes,
-                    "dtype": dtype,
-                    "nranks": nranks,
-                    "algo": algo,
-                    "proto": proto,
-                }
-            )
-    for p, plan in enumerate(spec.plan):
-        entry = f"plan[{p}]"
-        topos = _topologies(plan.topologies, plan.nodes, base, source, f"{entry}.topologies")
-        if check_topologies:
-            _check_topologies(topos, source, f"{entry}.topologies")
-        extra = {k: axis(v) for k, v in (plan.model_extra or {}).items()}
-        count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
-        _check_count(count, len(points), source, entry)
-        for topo, model in itertools.product(topos, plan.models):
-            for combo in _cross(extra):
-                points.append({"kind": "plan", **topo, "model": model, **combo})
-    for g, grid in enumerate(spec.grid):
-        params = {k: axis(v) for k, v in grid.params.items()}
-        _check_count(math.prod(map(len, params.values())), len(points), source, f"grid[{g}]")
-        for combo in _cross(params):
-            points.append({"kind": grid.kind, **combo})
-    return points
+        )
+    ]
+
+
+def _plan_points(
+    plan: PlanBlock, entry: str, before: int, base: Path, source: str, check: bool
+) -> list[dict[str, Any]]:
+    """A ``[[plan]]`` block's points: topologies x models x its extra axes."""
+    topos = _block_topologies(plan.topologies, plan.nodes, base, source, entry, check)
+    extra = {k: axis(v) for k, v in (plan.model_extra or {}).items()}
+    count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
+    _check_count(count, before, source, entry)
+    return [
+        {"kind": "plan", **topo, "model": model, **combo}
+        for topo, model in itertools.product(topos, plan.models)
+        for combo in _cross(extra)
+    ]

@@ -110,6 +110,101 @@ def _unique(points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
     return list(seen.values()), list(seen)
 
 
+class _Tally:
+    """A sweep's running counts: rows saved to the store first, then told to ``progress``."""
+
+    def __init__(
+        self,
+        store: ResultStore,
+        output: str,
+        total: int,
+        resumed: int,
+        progress: Callable[[SweepProgress], None] | None,
+    ) -> None:
+        self.store, self.output, self.progress = store, output, progress
+        self.total, self.resumed = total, resumed
+        self.done = self.saved = resumed
+        self.errors = 0
+        self.start = time.perf_counter()
+
+    def report(self, rows: list[dict[str, Any]]) -> None:
+        """Count ``rows`` as done and tell the progress callback where the sweep stands."""
+        self.done += len(rows)
+        self.errors += sum(r["status"] != "ok" for r in rows)
+        if self.progress is not None:
+            elapsed = time.perf_counter() - self.start
+            self.progress(SweepProgress(self.done, self.total, self.resumed, self.errors, elapsed))
+
+    def save(self, rows: list[dict[str, Any]]) -> None:
+        """Write ``rows`` to the store and count them as saved."""
+        self.store.append(rows)  # on disk before anyone hears of it: a Ctrl-C now loses nothing
+        self.saved += len(rows)
+
+    def finish(self, rows: list[dict[str, Any]]) -> None:
+        """Save ``rows``, then report them."""
+        self.save(rows)
+        self.report(rows)
+
+    def summary(self, mode: str, workers: int, batch_size: int) -> SweepSummary:
+        """Compact the store if every point is done, and say what the sweep did."""
+        evaluated = self.done - self.resumed
+        if self.resumed + evaluated == self.total:
+            self.store.compact()
+        return SweepSummary(
+            output=self.output,
+            total=self.total,
+            resumed=self.resumed,
+            evaluated=evaluated,
+            errors=self.errors,
+            pending=self.total - self.resumed - evaluated,
+            wall_s=time.perf_counter() - self.start,
+            mode=mode,
+            workers=workers,
+            batch_size=batch_size,
+            damaged=list(self.store.damaged),
+        )
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """Where the points run: this process, a scheduler's cluster, a client's, or a local one."""
+
+    scheduler: str | None
+    client: Client | None
+    serial: bool
+    n_workers: int | None
+    processes: bool
+    batch_size: int | None
+
+    def __post_init__(self) -> None:
+        """Refuse conflicting choices before anything is read or written."""
+        if self.serial and (self.scheduler or self.client):
+            raise UsageError(
+                "serial=True runs without Dask; drop scheduler/client", source="--serial"
+            )
+        if self.scheduler and self.client:
+            raise UsageError("give a scheduler address or a client, not both", source="--scheduler")
+
+    def run(
+        self, todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], tally: _Tally
+    ) -> tuple[str, int, int]:
+        """Evaluate ``todo`` there; return the mode, worker count and batch size it used."""
+        if self.serial or not todo:
+            size = self.batch_size or MAX_BATCH
+            _run_serial(todo, kinds, size, tally)
+            return ("serial" if self.serial else "nothing left to run"), 1, size
+        return _run_dask(
+            todo,
+            kinds,
+            tally.finish,
+            scheduler=self.scheduler,
+            client=self.client,
+            n_workers=self.n_workers,
+            processes=self.processes,
+            batch_size=self.batch_size,
+        )
+
+
 def run_sweep(
     points: Sequence[dict[str, Any]],
     output: str | Path,
@@ -129,53 +224,25 @@ def run_sweep(
 ) -> SweepSummary:
     """Evaluate every point of a sweep and write the rows to ``output`` as they finish.
 
-    Parameters
-    ----------
-    points
-        Point dicts (:func:`scaleup.sweep.expand.expand_spec`); repeated points run once.
-    output
-        ``*.parquet`` (a Parquet dataset directory) or ``*.csv``.
-    scheduler
-        Address of a running Dask scheduler (``tcp://host:8786``); default: a ``LocalCluster``.
-    client
-        An existing ``distributed.Client`` to use (not closed afterwards).
-    serial
-        Evaluate in this process, without Dask.
-    n_workers, processes
-        The ``LocalCluster``: worker count (default: the cores) and whether they are processes.
-    resume
-        Keep the rows already at ``output`` and evaluate only the missing points.
-    overwrite
-        Replace an existing ``output``. Without ``resume`` or ``overwrite`` it must not exist.
-    retry_errors
-        With ``resume``: evaluate again the points recorded as errors.
-    batch_size
-        Points per task (default :func:`default_batch_size`).
-    max_points
-        Evaluate at most this many of the missing points (then stop, resumable).
-    progress
-        Called with a :class:`SweepProgress` at the start and as rows finish; it may raise
-        ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
-    kinds
-        Kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
-        functions the points use are sent with every task.
+    ``points`` are point dicts (:func:`scaleup.sweep.expand.expand_spec`; a repeated point runs
+    once); ``output`` is ``*.parquet`` (a Parquet dataset directory) or ``*.csv``. They run on the
+    Dask scheduler at ``scheduler`` (``tcp://host:8786``), on an existing ``client`` (not closed
+    afterwards), in this process without Dask (``serial``), or else on a ``LocalCluster`` of
+    ``n_workers`` (default: the cores), processes unless ``processes`` is false; ``batch_size``
+    points per task (default :func:`default_batch_size`). ``resume`` keeps the rows already at
+    ``output`` and evaluates only the missing points (with ``retry_errors``, those recorded as
+    errors again); ``overwrite`` replaces an existing ``output``, which without either must not
+    exist. ``max_points``: evaluate at most this many of the missing points (then stop,
+    resumable). ``progress`` is called with a :class:`SweepProgress` at the start and as rows
+    finish; it may raise ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
+    ``kinds``: kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
+    functions the points use are sent with every task.
 
-    Returns
-    -------
-    SweepSummary
-
-    Raises
-    ------
-    UsageError
-        ``output`` exists (without ``resume``/``overwrite``) or holds something a sweep did not
-        write, a point of an unknown kind, or conflicting options.
-    SweepStopped
-        Interrupted; the points finished so far are saved.
+    Raises :class:`UsageError` if ``output`` exists (without ``resume``/``overwrite``) or holds
+    something a sweep did not write, for a point of an unknown kind, or for conflicting options;
+    :class:`SweepStopped` when interrupted (the points finished so far are saved).
     """
-    if serial and (scheduler or client):
-        raise UsageError("serial=True runs without Dask; drop scheduler/client", source="--serial")
-    if scheduler and client:
-        raise UsageError("give a scheduler address or a client, not both", source="--scheduler")
+    where = _Placement(scheduler, client, serial, n_workers, processes, batch_size)
     unique, ids = _unique(points)
     used = resolve_kinds((p.get("kind") for p in unique), kinds)
     store = ResultStore(output)
@@ -185,82 +252,33 @@ def run_sweep(
     resumed = len(unique) - len(todo)
     if max_points is not None:
         todo = todo[: max(max_points, 0)]
-    start = time.perf_counter()
-    state = {"done": resumed, "errors": 0, "saved": resumed}
-
-    def report(rows: list[dict[str, Any]]) -> None:
-        state["done"] += len(rows)
-        state["errors"] += sum(r["status"] != "ok" for r in rows)
-        if progress is not None:
-            progress(
-                SweepProgress(
-                    state["done"],
-                    len(unique),
-                    resumed,
-                    state["errors"],
-                    time.perf_counter() - start,
-                )
-            )
-
-    def save(rows: list[dict[str, Any]]) -> None:
-        store.append(rows)  # on disk before anyone hears of it: a Ctrl-C now loses nothing
-        state["saved"] += len(rows)
-
-    def finish(rows: list[dict[str, Any]]) -> None:
-        save(rows)
-        report(rows)
-
-    mode, workers, size = (
-        ("serial" if serial else "nothing left to run"),
-        1,
-        batch_size or MAX_BATCH,
-    )
+    tally = _Tally(store, str(output), len(unique), resumed, progress)
     try:
-        report([])
-        if serial or not todo:
-            rows: list[dict[str, Any]] = []
-            last, session = time.monotonic(), TuneSession()  # one tuning session per batch
-            try:
-                for point in todo:
-                    rows.append(evaluate_point(point, used, session=session))
-                    if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
-                        batch, rows, last, session = rows, [], time.monotonic(), TuneSession()
-                        finish(batch)
-            except BaseException:
-                save(rows)  # Ctrl-C between writes: keep what finished
-                raise
-            finish(rows)
-        else:
-            mode, workers, size = _run_dask(
-                todo,
-                used,
-                finish,
-                scheduler=scheduler,
-                client=client,
-                n_workers=n_workers,
-                processes=processes,
-                batch_size=batch_size,
-            )
+        tally.report([])
+        mode, workers, size = where.run(todo, used, tally)
     except KeyboardInterrupt as stop:
         if isinstance(stop, SweepStopped):
             raise
-        raise SweepStopped(state["saved"], len(unique), str(output)) from None
-    evaluated = state["done"] - resumed
-    if resumed + evaluated == len(unique):
-        store.compact()
-    return SweepSummary(
-        output=str(output),
-        total=len(unique),
-        resumed=resumed,
-        evaluated=evaluated,
-        errors=state["errors"],
-        pending=len(unique) - resumed - evaluated,
-        wall_s=time.perf_counter() - start,
-        mode=mode,
-        workers=workers,
-        batch_size=size,
-        damaged=list(store.damaged),
-    )
+        raise SweepStopped(tally.saved, tally.total, str(output)) from None
+    return tally.summary(mode, workers, size)
+
+
+def _run_serial(
+    todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: _Tally
+) -> None:
+    """Evaluate ``todo`` here, saving rows every ``size`` points or :data:`FLUSH_S` seconds."""
+    rows: list[dict[str, Any]] = []
+    last, session = time.monotonic(), TuneSession()  # one tuning session per batch
+    try:
+        for point in todo:
+            rows.append(evaluate_point(point, kinds, session=session))
+            if len(rows) >= size or time.monotonic() - last >= FLUSH_S:
+                batch, rows, last, session = rows, [], time.monotonic(), TuneSession()
+                tally.finish(batch)
+    except BaseException:
+        tally.save(rows)  # Ctrl-C between writes: keep what finished
+        raise
+    tally.finish(rows)
 
 
 def _chunks(items: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:

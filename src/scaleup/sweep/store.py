@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from scaleup.errors import UsageError
 from scaleup.sweep.points import LEAD_COLUMNS
+from scaleup.sweep.tables import dedupe_last, table_from_rows, unify_tables
 
 __all__ = ["MARKER", "ResultStore", "read_results", "read_rows", "table_from_rows"]
 
@@ -49,68 +50,6 @@ MARKER = "_scaleup_sweep.json"
 _OWN_RE = re.compile(rf"(\.tmp-)?{re.escape(MARKER)}|(\.tmp-|\.damaged-)?part-\d{{6,}}\.parquet")
 #: What pyarrow raises for a file it cannot read as Parquet or CSV.
 _UNREADABLE = (pa.ArrowException, OSError, ValueError)
-
-
-def table_from_rows(rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """Rows with possibly different keys -> one table (missing values null; a column whose
-    values do not share a type is stored as strings)."""
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    arrays = []
-    for name in columns:
-        values = [row.get(name) for row in rows]
-        try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
-    return pa.Table.from_arrays(arrays, names=list(columns))
-
-
-def _unify(tables: list[pa.Table]) -> pa.Table:
-    """Concatenate tables whose columns differ in presence or type."""
-    if not tables:
-        return pa.table({})
-    types: dict[str, list[pa.DataType]] = {}
-    for table in tables:
-        for field in table.schema:
-            types.setdefault(field.name, []).append(field.type)
-    target: dict[str, pa.DataType] = {}
-    for name, seen in types.items():
-        kinds = {t for t in seen if not pa.types.is_null(t)}
-        if not kinds:
-            target[name] = pa.null()
-        elif len(kinds) == 1:
-            target[name] = kinds.pop()
-        elif all(pa.types.is_integer(t) for t in kinds):
-            target[name] = pa.int64()
-        elif all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in kinds):
-            target[name] = pa.float64()
-        else:
-            target[name] = pa.string()
-    fixed = []
-    for table in tables:
-        arrays = []
-        for name, dtype in target.items():
-            if name in table.column_names:
-                column = table.column(name)
-                arrays.append(column if column.type == dtype else column.cast(dtype))
-            else:
-                arrays.append(pa.nulls(table.num_rows, dtype))
-        fixed.append(pa.Table.from_arrays(arrays, names=list(target)))
-    return pa.concat_tables(fixed)
-
-
-def _dedupe(table: pa.Table) -> pa.Table:
-    """Keep the last row of each ``point_id`` (a retried point replaces its old row)."""
-    if "point_id" not in table.column_names or table.num_rows == 0:
-        return table
-    last: dict[str, int] = {}
-    for i, pid in enumerate(table.column("point_id").to_pylist()):
-        last[pid] = i
-    if len(last) == table.num_rows:
-        return table
-    return table.take(sorted(last.values()))
 
 
 def _part_number(path: Path) -> int:
@@ -152,7 +91,7 @@ def read_results(path: str | Path) -> pa.Table:
     """
     path = Path(path)
     if path.is_dir():
-        return _dedupe(_unify([_read_part(p) for p in _parts(path)]))
+        return dedupe_last(unify_tables([_read_part(p) for p in _parts(path)]))
     if not path.is_file():
         raise UsageError("no such results file or directory", source=str(path))
     try:
@@ -160,8 +99,8 @@ def read_results(path: str | Path) -> pa.Table:
             if path.stat().st_size == 0:
                 return pa.table({})
             options = pa_csv.ConvertOptions(strings_can_be_null=True)
-            return _dedupe(pa_csv.read_csv(path, convert_options=options))
-        return _dedupe(pq.read_table(path))
+            return dedupe_last(pa_csv.read_csv(path, convert_options=options))
+        return dedupe_last(pq.read_table(path))
     except _UNREADABLE as error:
         raise UsageError(f"not a results file: {_first_line(error)}", source=str(path)) from None
 
@@ -291,7 +230,7 @@ class ResultStore:
                     tables.append(pq.read_table(part))
                 except _UNREADABLE:
                     self._set_aside(part)
-            table = _dedupe(_unify(tables))
+            table = dedupe_last(unify_tables(tables))
         else:
             return set()
         if "point_id" not in table.column_names:
