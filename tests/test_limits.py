@@ -72,7 +72,7 @@ def test_parse_size_refuses_what_is_not_a_size(text: str) -> None:
 
 @pytest.mark.parametrize("factor", [float("inf"), float("nan"), 1.0, -2.0])
 def test_bench_sizes_refuse_a_factor_that_is_not_finite_and_above_one(factor: float) -> None:
-    with pytest.raises(UsageError, match="-f must be"):
+    with pytest.raises(UsageError, match="factor must be"):
         sizes(8, 64, factor)
 
 

@@ -144,13 +144,7 @@ class Run:
             succ = c.succ_idx[c.succ_ptr[i] : c.succ_ptr[i + 1]]
         else:
             succ = c.succ_idx[_csr_rows(c.succ_ptr, ops)]
-        if not len(succ):
-            return
-        np.subtract.at(self.deps_left, succ, 1)
-        ready = succ[self.deps_left[succ] == 0]
-        if len(ready) > 1:
-            ready = np.unique(ready)
-        self._release(ready, now)
+        self._decrement(succ, now)
 
     def _decrement(self, succ: np.ndarray, now: float) -> None:
         """Successor entries ``succ`` have one dependency fewer; release those now ready."""
