@@ -312,7 +312,8 @@ def _run_dask(
                     n_workers=n_workers or os.cpu_count() or 1,
                     threads_per_worker=1,
                     processes=processes,
-                    silence_logs=logging.ERROR,
+                    # A worker that loses its scheduler at shutdown logs an ERROR traceback.
+                    silence_logs=logging.CRITICAL,
                     dashboard_address=None,
                 )
                 own.append(cluster)
