@@ -285,6 +285,8 @@ class _Pipelined:
         self.moved = np.zeros(n, dtype=bool)  # all bytes moved
         self.wait_conn: dict[int, list[int]] = {}  # op -> ops of its connection waiting for it
         self.wait_tail: dict[int, list[int]] = {}  # op -> ops whose bytes wait for its end
+        self.has_conn_waiter = np.zeros(n, dtype=bool)  # keys of wait_conn (to skip the rest)
+        self.has_tail_waiter = np.zeros(n, dtype=bool)  # keys of wait_tail
 
     def threshold(self, ops: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Remaining bytes at which each op releases its cut-through successors (-1: at its end)."""
@@ -297,6 +299,7 @@ class _Pipelined:
         held = (pred >= 0) & ~self.moved[np.maximum(pred, 0)]
         for op, pr in zip(ops[held].tolist(), pred[held].tolist(), strict=True):
             self.wait_conn.setdefault(pr, []).append(op)
+        self.has_conn_waiter[pred[held]] = True
         return ops[~held]
 
     def release_streams(self, ops: np.ndarray, now: float) -> None:
@@ -310,24 +313,31 @@ class _Pipelined:
         """``ops`` moved their bytes: wake their connections; end those not waiting for a
         cut-through predecessor's end."""
         self.moved[ops] = True
-        for op in ops.tolist():
-            waiting = self.wait_conn.pop(op, None)
-            if waiting:
-                self.run._begin(np.asarray(waiting, dtype=np.int64), now)
+        keys = ops[self.has_conn_waiter[ops]]
+        if len(keys):
+            self.has_conn_waiter[keys] = False
+            woken = [w for op in keys.tolist() for w in self.wait_conn.pop(op)]
+            if woken:
+                self.run._begin(np.asarray(woken, dtype=np.int64), now)
         self.run._finish(self._not_waiting(ops), now)
 
     def _not_waiting(self, ops: np.ndarray) -> np.ndarray:
+        """``ops`` without those whose cut-through predecessor has not ended (each of those is
+        parked on its first such predecessor, in ``ops`` order)."""
         t, end = self.run.c.schedule.table, self.run.end
-        free = []
-        for op in ops.tolist():
-            lo, hi = t.dep_ptr[op], t.dep_ptr[op + 1]
-            deps = t.dep_idx[lo:hi][self.p.dep_stream[lo:hi]]
-            open_ = deps[np.isnan(end[deps])]
-            if len(open_):
-                self.wait_tail.setdefault(int(open_[0]), []).append(op)
-            else:
-                free.append(op)
-        return np.asarray(free, dtype=np.int64)
+        idx = _csr_rows(t.dep_ptr, ops)
+        owner = np.repeat(np.arange(len(ops)), t.dep_ptr[ops + 1] - t.dep_ptr[ops])
+        deps = t.dep_idx[idx]
+        open_ = self.p.dep_stream[idx] & np.isnan(end[deps])
+        if not open_.any():
+            return ops
+        waiting, first = np.unique(owner[open_], return_index=True)  # owner is ascending
+        for op, dep in zip(ops[waiting].tolist(), deps[open_][first].tolist(), strict=True):
+            self.wait_tail.setdefault(dep, []).append(op)
+            self.has_tail_waiter[dep] = True
+        free = np.ones(len(ops), dtype=bool)
+        free[waiting] = False
+        return ops[free]
 
     def finish(self, ops: np.ndarray, now: float) -> None:
         """``ops`` ended: successors not yet released lose the dependency; waiters re-check."""
@@ -338,6 +348,8 @@ class _Pipelined:
         )
         self.released[ops] = True
         self.run._decrement(c.succ_idx[idx[~skip]], now)
-        woken = [w for op in ops.tolist() for w in self.wait_tail.pop(op, ())]
-        if woken:
+        keys = ops[self.has_tail_waiter[ops]]
+        if len(keys):
+            self.has_tail_waiter[keys] = False
+            woken = [w for op in keys.tolist() for w in self.wait_tail.pop(op)]
             self.run._finish(self._not_waiting(np.asarray(woken, dtype=np.int64)), now)
