@@ -125,6 +125,7 @@ class BenchFlags:
     iters: int | None
     warmup: int | None
     explain: bool = False
+    exact: bool = False
 
 
 def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
@@ -212,7 +213,7 @@ def _simulate(
     from scaleup.tune import TuneSession
 
     topos = _topologies(flags)
-    session = TuneSession()  # one session: structures checked once for every fabric
+    session = TuneSession(exact=flags.exact)  # one session: structures checked once per fabric
     bar = _progress_bar()
     series: dict[str, list[BenchRow]] = {}
     with bar if bar is not None else contextlib.nullcontext(), flag_errors(FLAG_OF):
@@ -319,6 +320,9 @@ _OPTIONS: dict[str, Any] = {
     "explain": typer.Option(
         False, "--explain", help="Per size: every candidate, its time, what bounds it, channels."
     ),
+    "exact": typer.Option(
+        False, "--exact", help="Simulate every flow (no symmetry classes): the reference mode."
+    ),
 }
 
 
@@ -345,11 +349,12 @@ def bench_cmd(
     iters: int | None = _OPTIONS["iters"],
     warmup: int | None = _OPTIONS["warmup"],
     explain: bool = _OPTIONS["explain"],
+    exact: bool = _OPTIONS["exact"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
     flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
                    channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup,
-                   explain)  # fmt: skip
+                   explain, exact)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     _check_mode(flags)

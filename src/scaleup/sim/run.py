@@ -18,6 +18,7 @@ from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import maxmin, maxmin_entries
 from scaleup.sim.protocols import Protocol
+from scaleup.sim.symmetry import Quotient
 from scaleup.sim.timeline import SimResult
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class Run:
 
     def __init__(
         self,
-        c: CompiledSchedule,
+        c: CompiledSchedule | Quotient,
         proto: Protocol,
         bytes_per_count: float,
         solver: Any,
@@ -78,15 +79,20 @@ class Run:
             raise SimulationError("op never became ready (dependency cycle?)", op=stuck)
         n_ch = c.net.n_channels
         group, cap = self.merged[5], self.capacity
-        pad_b, pad_t = np.r_[self.con_bytes, 0.0], np.r_[self.con_busy, 0.0]  # group -1: nothing
-        con_bytes = cap * pad_b[np.where(group >= 0, group, len(self.con_bytes))]
-        con_busy = pad_t[np.where(group >= 0, group, len(self.con_busy))]
+        con_bytes = cap * _expand(self.con_bytes, group)
+        con_busy = _expand(self.con_busy, group)
+        start, end = self.start, self.end
+        if isinstance(c, Quotient):  # flow classes stand for the full schedule: expand
+            rep = c.sym.rep_of_op
+            start, end = start[rep], end[rep]
+            con_bytes, con_busy = _expand(con_bytes, c.orbit), _expand(con_busy, c.orbit)
+        c = c.full if isinstance(c, Quotient) else c
         self.con_bytes, self.con_busy = con_bytes, con_busy
         names = c.net.constraint_names + tuple(f"r{int(r)}.cta" for r in c.cta_rank)
         t = c.topology
         return SimResult(
-            time_s=float(self.end.max()) if c.n_ops else c.start_s(self.proto),
-            op_start_s=self.start, op_end_s=self.end,
+            time_s=float(end.max()) if c.n_ops else c.start_s(self.proto),
+            op_start_s=start, op_end_s=end,
             op_rank=c.schedule.table.rank, op_channel=c.schedule.table.channel,
             channel_bytes=self.con_bytes[:n_ch], channel_busy_s=self.con_busy[:n_ch],
             constraint_names=names, constraint_bytes=self.con_bytes,
@@ -272,6 +278,12 @@ class Run:
         return rates, used, flow[used]
 
 
+def _expand(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """``values`` per group, spread to each member (``group[i]``; -1: no group, 0)."""
+    padded = np.r_[values, 0.0]
+    return padded[np.where(group >= 0, group, len(values))]
+
+
 class _Pipelined:
     """The bookkeeping of ``step_bytes`` runs (:mod:`scaleup.sim.pipeline`): cut-through
     releases, connection order, and the rule that an op ends no earlier than what it forwards."""
@@ -324,7 +336,7 @@ class _Pipelined:
     def _not_waiting(self, ops: np.ndarray) -> np.ndarray:
         """``ops`` without those whose cut-through predecessor has not ended (each of those is
         parked on its first such predecessor, in ``ops`` order)."""
-        t, end = self.run.c.schedule.table, self.run.end
+        t, end = self.run.c, self.run.end
         idx = _csr_rows(t.dep_ptr, ops)
         owner = np.repeat(np.arange(len(ops)), t.dep_ptr[ops + 1] - t.dep_ptr[ops])
         deps = t.dep_idx[idx]

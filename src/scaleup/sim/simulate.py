@@ -37,6 +37,7 @@ from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, for_topology, protocol
 from scaleup.sim.run import Run
+from scaleup.sim.symmetry import Quotient, Symmetry, find_symmetry
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 
@@ -139,6 +140,7 @@ class CompiledSchedule:
         cta_code = issuer * (int(ch.max(initial=0)) + 1) + ch
         cta_uniq, cta_first, cta_inv = np.unique(cta_code, return_index=True, return_inverse=True)
         self.cta_rank = issuer[cta_first]
+        self.cta_channel = ch[cta_first]
         var_code = canon * len(cta_uniq) + cta_inv
         var_uniq, self.var_of_op = np.unique(var_code, return_inverse=True)
         self.var_route = route_of_canon[var_uniq // len(cta_uniq)]
@@ -148,6 +150,7 @@ class CompiledSchedule:
         # successors (CSR) from the dependency lists
         n_deps = np.diff(t.dep_ptr)
         self.n_deps = n_deps.astype(np.int64)
+        self.dep_ptr, self.dep_idx = t.dep_ptr, t.dep_idx
         owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
         order = np.argsort(t.dep_idx, kind="stable")
         self.succ_idx = owner[order]
@@ -174,6 +177,9 @@ class CompiledSchedule:
         self._bound_per_count: dict[str, float] = {}
         self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
         self._pipeline: Pipeline | None = None
+        self._symmetry: Symmetry | None = None
+        self._symmetry_searched = False
+        self._quotients: dict[str, Quotient | None] = {}
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -245,6 +251,20 @@ class CompiledSchedule:
             self._pipeline = pipeline_structure(self.schedule.table)
         return self._pipeline
 
+    def symmetry(self) -> Symmetry | None:
+        """The rank shift this schedule is invariant under (:mod:`scaleup.sim.symmetry`), cached."""
+        if not self._symmetry_searched:
+            self._symmetry = find_symmetry(self)
+            self._symmetry_searched = True
+        return self._symmetry
+
+    def quotient(self, proto: Protocol) -> Quotient | None:
+        """The flow-class quotient for ``proto`` (None: no symmetry, run every flow), cached."""
+        if proto.name not in self._quotients:
+            sym = self.symmetry()
+            self._quotients[proto.name] = None if sym is None else Quotient.of(self, sym, proto)
+        return self._quotients[proto.name]
+
     def start_s(self, proto: Protocol) -> float:
         """When the roots are released: host launch (:data:`~scaleup.sim.params.KERNEL_LAUNCH_S`)
         plus the protocol's base latency (none for NVLS-only schedules)."""
@@ -283,8 +303,13 @@ class CompiledSchedule:
         scale: float = 1.0,
         solver: str = "maxmin",
         step_bytes: float | None = None,
+        exact: bool = False,
     ) -> SimResult:
         """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``.
+
+        ``exact``: simulate every flow, even where the schedule is invariant under a rank shift
+        (by default such a schedule runs as flow classes, :mod:`scaleup.sim.symmetry`; the
+        results agree up to floating-point rounding).
 
         ``step_bytes``: pipeline the connections in steps of that many bytes (NCCL's slot size;
         :mod:`scaleup.sim.pipeline`): a fabric op may start once the fabric op it depends on has
@@ -298,7 +323,9 @@ class CompiledSchedule:
         if step_bytes is not None and not step_bytes > 0:
             raise UsageError(f"step_bytes must be > 0, got {step_bytes!r}", source="step_bytes")
         bytes_per_count = itemsize(dtype) * float(scale)
-        return Run(self, proto, bytes_per_count, get_solver(solver), step_bytes).result()
+        quotient = None if exact or solver != "maxmin" else self.quotient(proto)
+        runs_on: CompiledSchedule | Quotient = self if quotient is None else quotient
+        return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes).result()
 
 
 def compile_schedule(

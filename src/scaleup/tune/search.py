@@ -138,7 +138,10 @@ class _Question:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
             step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
-            result = compiled.run(cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step)
+            result = compiled.run(
+                cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
+                exact=self.session.exact,
+            )  # fmt: skip
         except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
             self.failed[structure] = error.one_line()
             return None
@@ -171,7 +174,9 @@ class TuneSession:
     'nvls'
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, exact: bool = False) -> None:
+        #: simulate every flow, never flow classes (:mod:`scaleup.sim.symmetry`): the reference
+        self.exact = exact
         self.checked = CheckedSet()
         #: called with every candidate's :class:`~scaleup.tune.observe.CandidateOutcome` (explain)
         self.observer: Observer | None = None
