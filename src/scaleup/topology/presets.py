@@ -346,7 +346,7 @@ def list_presets() -> dict[str, str]:
 
 
 #: Keys of an ``Nx<preset>:...`` spec that go to :func:`multi_node`; the others go to the preset.
-MULTI_NODE_KEYS = ("nic", "rail_optimized", "switch")
+MULTI_NODE_KEYS = ("nic", "rail_optimized", "switch", "oversubscription")
 _NX = re.compile(r"^(\d+)x(.+)$")
 
 
@@ -438,8 +438,10 @@ def resolve_topology(text: str) -> Topology:
     """A topology from what a user typed: a preset name, ``name:key=value,...``,
     ``Nx<preset>[:key=value,...]`` or a path to a ``.toml`` file.
 
-    In an ``Nx`` spec the keys ``nic``, ``rail_optimized`` and ``switch`` go to
-    :func:`~scaleup.topology.generators.multi_node`, the others to the preset's builder.
+    In an ``Nx`` spec the keys ``nic``, ``rail_optimized``, ``switch`` and ``oversubscription``
+    go to :func:`~scaleup.topology.generators.multi_node` (e.g.
+    ``2048xdgx-h100:oversubscription=2``: a three-tier fat tree of 16,384 NICs whose leaves have
+    twice as many ports down as up), the others to the preset's builder.
 
     >>> resolve_topology("2xdgx-h100").ranks_per_node
     8
@@ -463,6 +465,7 @@ def resolve_topology(text: str) -> Topology:
     if match and head not in PRESETS:
         n, base = int(match.group(1)), match.group(2)
         node_params = {k: params.pop(k) for k in list(params) if k in MULTI_NODE_KEYS}
+        _check_keys(multi_node, node_params, text)
         try:
             return _multi_cached(
                 n, base, tuple(sorted(params.items())), tuple(sorted(node_params.items()))
