@@ -8,8 +8,7 @@ import pytest
 
 from scaleup import limits
 from scaleup.errors import LimitError, TopologyFileError, UnknownPreset, UsageError
-from scaleup.topology import Device, Link, Topology, loads, resolve_topology
-from scaleup.topology import generators
+from scaleup.topology import Device, Link, Topology, generators, loads, resolve_topology
 from scaleup.topology.generators import full_mesh, multi_node, switched
 
 
