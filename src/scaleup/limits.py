@@ -31,6 +31,7 @@ __all__ = [
     "MAX_LINK_GB_PER_S",
     "MAX_MODEL_DIM",
     "MAX_NAME_CHARS",
+    "MAX_PAIR_TABLE_RANKS",
     "MAX_RANKS",
     "MAX_SCHEDULE_OPS",
     "MAX_SIZE_BYTES",
@@ -58,6 +59,9 @@ MAX_DEVICES = 4 * MAX_RANKS
 #: Most link entries in one topology: 6x the largest preset fabric (``28xgb200-nvl72``, 42k).
 #: A link costs ~1.5 kB to build and validate, so this bounds a topology at ~400 MB, ~2 s.
 MAX_LINKS = 262_144
+#: Most accelerators of a per-pair table (``topo show --pairs``): n(n-1)/2 rows, 523,776 at 1,024
+#: accelerators (~100 MB of rows, tens of seconds to print); beyond, the summary samples pairs.
+MAX_PAIR_TABLE_RANKS = 1024
 #: Most parallel links in one link entry (``count``): 14x the most any catalog accelerator has
 #: (18 NVLink ports) times a switch tray's 144 ports; keeps channel capacities finite and exact.
 MAX_LINK_COUNT = 4096
