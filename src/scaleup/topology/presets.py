@@ -186,7 +186,11 @@ def gb200_nvl72(hosts: bool = False) -> Topology:
     """GB200 NVL72: 72 GPUs, 18 NVLink5 switch chips (9 switch trays x 2); each GPU has one link
     to every chip (18 links, 900 GB/s per direction), 72 ports per chip. With ``hosts`` the 36
     Grace CPUs are added, each joined to its 2 GPUs by NVLink-C2C. Source: NVIDIA GB200 NVL72
-    product page and NVLink page ("72 Blackwell GPUs", "130 TB/s")."""
+    product page and NVLink page ("72 Blackwell GPUs", "130 TB/s").
+
+    Racks (``8xgb200-nvl72``) get one NIC per GPU, ``ib-ndr`` by default: one ConnectX-7 NDR
+    400G per GPU, four per 4-GPU compute tray (NVIDIA DGX GB200 SuperPOD reference architecture,
+    as cited in ai-dynamo/aisimulate PR #192); ``nic=ib-xdr`` for ConnectX-8 builds."""
     desc = "GB200 NVL72: 72 x GB200, 18 NVLink5 switch chips, one link per GPU per chip"
     t = switched(
         72, "GB200", "nvswitch4", planes=18, links_per_plane=1, name="gb200-nvl72", description=desc
