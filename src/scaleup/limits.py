@@ -31,6 +31,7 @@ __all__ = [
     "MAX_LINK_GB_PER_S",
     "MAX_MODEL_DIM",
     "MAX_NAME_CHARS",
+    "MAX_PAIR_TABLE_RANKS",
     "MAX_RANKS",
     "MAX_SCHEDULE_OPS",
     "MAX_SIZE_BYTES",
@@ -48,16 +49,24 @@ MAX_SIZE_BYTES = 2**50
 #: Largest element count or offset (a collective's ``count``, a schedule chunk's offset, a
 #: scratch buffer): one element per byte of :data:`MAX_SIZE_BYTES`.
 MAX_ELEMENTS = MAX_SIZE_BYTES
-#: Largest world size, and most accelerators in one topology: 7x the largest fabric the presets
-#: build (``32xgb200-nvl72:rail_optimized=true``, 2,304 GPUs; a two-tier ``ib-switch`` fabric
-#: holds 2,048 NICs). A ring all_reduce over this many ranks already has ~800M ops.
+#: Largest world size, and most accelerators in one topology: 16,384, the size of the largest
+#: training clusters' scale-out domains, and what ``Nx`` presets reach on a three-tier fat tree
+#: (``2048xdgx-h100``; three tiers of 64-port switches hold 65,536 NICs). A ring all_reduce over
+#: this many ranks already has ~800M ops.
 MAX_RANKS = 16_384
 #: Most devices (accelerators, switches, hosts, NICs) in one topology: 4 per rank at
-#: :data:`MAX_RANKS`; the largest preset fabric has ~5,200. Building one costs ~1 kB.
+#: :data:`MAX_RANKS`; the largest preset fabrics have 2.6-2.8 per rank (``2048xdgx-h100``: 42,240;
+#: ``227xgb200-nvl72:hosts=true``: 46,225). Building one costs ~1 kB.
 MAX_DEVICES = 4 * MAX_RANKS
-#: Most link entries in one topology: 6x the largest preset fabric (``28xgb200-nvl72``, 42k).
-#: A link costs ~1.5 kB to build and validate, so this bounds a topology at ~400 MB, ~2 s.
-MAX_LINKS = 262_144
+#: Most link entries in one topology: 24 per rank at :data:`MAX_RANKS` (was 262,144, which refused
+#: NVL72 racks beyond 188 x 72 GPUs). The densest preset, ``gb200-nvl72`` (18 NVLink entries per
+#: GPU, plus its NIC's two and the fat tree's), has 22.3 per GPU with ``hosts=true``:
+#: ``227xgb200-nvl72:hosts=true`` (16,344 GPUs) has 363,672 and builds and validates in ~4 s at
+#: ~270 MB peak RSS (~0.7 kB per link).
+MAX_LINKS = 24 * MAX_RANKS
+#: Most accelerators of a per-pair table (``topo show --pairs``): n(n-1)/2 rows, 523,776 at 1,024
+#: accelerators (~100 MB of rows, tens of seconds to print); beyond, the summary samples pairs.
+MAX_PAIR_TABLE_RANKS = 1024
 #: Most parallel links in one link entry (``count``): 14x the most any catalog accelerator has
 #: (18 NVLink ports) times a switch tray's 144 ports; keeps channel capacities finite and exact.
 MAX_LINK_COUNT = 4096

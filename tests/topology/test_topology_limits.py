@@ -8,7 +8,7 @@ import pytest
 
 from scaleup import limits
 from scaleup.errors import LimitError, TopologyFileError, UnknownPreset, UsageError
-from scaleup.topology import Device, Link, Topology, loads, resolve_topology
+from scaleup.topology import Device, Link, Topology, generators, loads, resolve_topology
 from scaleup.topology.generators import full_mesh, multi_node, switched
 
 
@@ -37,10 +37,18 @@ def test_zero_planes_is_a_usage_error_naming_the_parameter() -> None:
     assert (info.value.source, info.value.entry) == ("ualink-pod", "planes")
 
 
-def test_an_nx_prefix_past_the_two_tier_fabric_is_refused_before_the_servers_are_built() -> None:
-    with pytest.raises(UsageError, match="two tiers hold at most 2048") as info:
-        resolve_topology("300xdgx-h100")
-    assert info.value.source == "300xdgx-h100"
+def test_an_nx_prefix_past_max_ranks_is_refused_before_the_servers_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resolve_topology("dgx-h100")  # the base preset, cached before devices are forbidden
+
+    def no_device(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a device was built")
+
+    monkeypatch.setattr(generators, "Device", no_device)
+    with pytest.raises(LimitError, match="16392 accelerators is more than the limit") as info:
+        resolve_topology("2049xdgx-h100")
+    assert (info.value.source, info.value.entry) == ("2049xdgx-h100", "n")
 
 
 @pytest.mark.parametrize(

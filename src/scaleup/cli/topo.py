@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -49,18 +50,24 @@ def show_cmd(
         False, "--pairs", help="Also list hops and bottleneck per accelerator pair."
     ),
 ) -> None:
-    """Show a topology's facts: size, bandwidth per accelerator, bisection, uniformity, memory."""
+    """Show a topology's facts: size, bandwidth per accelerator, bisection, uniformity, memory.
+
+    Devices are counted by type, never listed; beyond 256 accelerators hops and uniformity come
+    from 16 sampled source ranks, and ``--pairs`` stops at 1,024 accelerators.
+    """
     t = resolve_topology(topology)
+    table = analysis.pair_table(t) if pairs else None  # refused before the summary's work
     facts = analysis.summary(t)
-    table = analysis.pair_table(t) if pairs else None
     if json_out:
         render.print_json({**facts, "pairs": table} if pairs else facts)
         return
+    sampled = f" (from {facts['hop_sources']} sampled ranks)" if facts["pairs_sampled"] else ""
     rows = [
         ("name", facts["name"]),
         ("description", facts["description"]),
         ("accelerators", f"{facts['accelerators']} x {', '.join(facts['accelerator_types'])}"),
         ("switches / hosts / NICs", f"{facts['switches']} / {facts['hosts']} / {facts['nics']}"),
+        ("devices by type", ", ".join(f"{n} {k}" for k, n in facts["device_types"].items())),
         ("servers x ranks per server", f"{facts['nodes']} x {facts['ranks_per_node']}"),
         ("physical links (channels)", f"{facts['links']} ({facts['channels']})"),
         ("per-accelerator GB/s (per direction)", f"{facts['per_accelerator_gb_per_s']:.1f}"),
@@ -69,11 +76,13 @@ def show_cmd(
             f"{facts['bisection_gb_per_s']:.1f}"
             + ("" if facts["bisection_exact"] else " (structured-cut bound)"),
         ),
-        ("uniform", "yes" if facts["uniform"] else "no"),
-        ("max hops between accelerators", facts["max_hops"]),
+        ("uniform", ("yes" if facts["uniform"] else "no") + sampled),
+        ("max hops between accelerators", f"{facts['max_hops']}{sampled}"),
         ("pooled memory GB", f"{facts['pooled_memory_bytes'] / 1e9:,.0f}"),
         ("peer access", "yes" if facts["peer_access"] else "no"),
     ]
+    if facts["scale_out"] is not None:
+        rows.append(("scale-out fabric", _fabric_text(facts["scale_out"])))
     render.print_table(["property", "value"], rows, title=f"topology {t.name}", right_align=False)
     if table is not None:
         render.print_table(
@@ -81,6 +90,15 @@ def show_cmd(
             [(r["a"], r["b"], r["hops"], f"{r['bottleneck_gb_per_s']:.1f}") for r in table],
             title="accelerator pairs",
         )
+
+
+def _fabric_text(fabric: dict[str, Any]) -> str:
+    """``3 tiers of ib-switch (512 / 512 / 256), leaves 1:1``."""
+    tiers = fabric["tiers"]
+    counts = " / ".join(str(n) for n in fabric["switches_per_tier"])
+    ratio = f", leaves {fabric['oversubscription']:g}:1" if tiers > 1 else ""
+    kinds = ", ".join(fabric["switch_types"])
+    return f"{tiers} tier{'s' if tiers > 1 else ''} of {kinds} ({counts}){ratio}"
 
 
 @topo_app.command("draw")

@@ -1,4 +1,6 @@
-"""Facts about a fabric, as pure functions over a Topology (NetworkX does the graph work).
+"""Facts about a fabric, as pure functions over a Topology (SciPy's sparse graph routines do the
+graph work: breadth-first search, spanning trees, max-flow, all in C, so a 40,000-device fabric
+takes seconds).
 
 Conventions: accelerators are named by id (``"g3"``) or by rank (``3``); bandwidths leave as GB/s
 (1e9 bytes/s) **per direction**; ``hops`` counts physical links traversed (GPU -> NVSwitch -> GPU
@@ -30,18 +32,24 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 from scipy.sparse import csr_array
-from scipy.sparse.csgraph import maximum_flow
+from scipy.sparse.csgraph import (
+    breadth_first_order,
+    maximum_flow,
+    minimum_spanning_tree,
+    shortest_path,
+)
 
-from scaleup import hardware
+from scaleup import hardware, limits
 from scaleup.topology.model import Channel, Device, NodeKind, Topology
 
 __all__ = [
+    "ALL_PAIRS_MAX_N",
     "EXACT_BISECTION_LIMIT",
     "RANDOM_CUTS",
     "RANDOM_CUTS_MAX_N",
+    "SAMPLED_SOURCES",
     "bisection",
     "bisection_gb_per_s",
     "bottleneck_gb_per_s",
@@ -58,12 +66,18 @@ __all__ = [
     "per_accelerator_gb_per_s",
     "pooled_memory_bytes",
     "rank_nodes",
+    "sampled_sources",
+    "scale_out",
     "summary",
 ]
 
 EXACT_BISECTION_LIMIT = 512  #: balanced bipartitions enumerated at most (C(12, 6) / 2 = 462)
 RANDOM_CUTS = 16  #: seeded random bipartitions added to the structured cuts ...
 RANDOM_CUTS_MAX_N = 128  #: ... up to this many accelerators (beyond, structured cuts only)
+#: Accelerators up to which :func:`is_uniform` and :func:`max_hops` read every pair; beyond,
+#: :data:`SAMPLED_SOURCES` source ranks to every accelerator (``topo show`` of 16,384 GPUs).
+ALL_PAIRS_MAX_N = 256
+SAMPLED_SOURCES = 16
 _GB = 1e9
 _CAP = "bandwidth_bytes_per_s"
 _REL = 1e-9  # relative tolerance when comparing bandwidths summed in different orders
@@ -73,48 +87,112 @@ def _id(t: Topology, acc: str | int) -> str:
     return t.accelerators[acc].id if isinstance(acc, int) else acc
 
 
-@functools.lru_cache(maxsize=8)
-def _undirected(t: Topology) -> nx.Graph:
-    graph = nx.Graph()
-    graph.add_nodes_from(d.id for d in t.devices)
-    graph.add_edges_from((c.src, c.dst, {_CAP: c.bandwidth_bytes_per_s}) for c in t.channels[::2])
-    return graph
+class _Graph:
+    """The fabric as SciPy sparse graphs: the undirected adjacency (hop counts) and a maximum
+    spanning tree by channel bandwidth (on it the path between two devices is a widest,
+    max-bottleneck path). SciPy's C breadth-first searches replace NetworkX's here: building a
+    NetworkX graph of a 40,000-device fabric took 1.5 s and its spanning tree 1 s more.
+    """
+
+    def __init__(self, t: Topology) -> None:
+        self.index = {d.id: i for i, d in enumerate(t.devices)}
+        n = len(self.index)
+        half = t.channels[::2]  # channels come in pairs a->b, b->a of equal bandwidth
+        u = np.array([self.index[c.src] for c in half], dtype=np.int64)
+        v = np.array([self.index[c.dst] for c in half], dtype=np.int64)
+        cap = np.array([c.bandwidth_bytes_per_s for c in half], dtype=np.float64)
+        ones = np.ones(2 * len(u))
+        self.adjacency = csr_array((ones, (np.r_[u, v], np.r_[v, u])), shape=(n, n))
+        # SciPy finds a minimum spanning tree: weight 1 for the widest bandwidth, 2 for the next
+        # ..., so the tree is a maximum one and its bandwidths come back exactly.
+        widths = np.unique(cap)
+        weight = len(widths) - np.searchsorted(widths, cap)
+        tree = minimum_spanning_tree(csr_array((weight, (u, v)), shape=(n, n))).tocoo()
+        a, b = tree.row.astype(np.int64), tree.col.astype(np.int64)
+        width = widths[len(widths) - tree.data.astype(np.int64)]
+        self.tree = csr_array((np.r_[width, width], (np.r_[a, b], np.r_[b, a])), shape=(n, n))
+
+    def hops_from(self, sources: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Hop counts from each of ``sources`` (device indices) to every device."""
+        return shortest_path(self.adjacency, unweighted=True, directed=False, indices=sources)
+
+    def widths_from(self, source: int) -> np.ndarray:
+        """Widest-path bandwidth (bytes/s) from ``source`` to every device."""
+        order, pred = breadth_first_order(
+            self.tree, source, directed=False, return_predecessors=True
+        )
+        width = np.full(len(pred), np.inf)
+        if len(order) < 2:
+            return width
+        nodes = order[1:]
+        parent = pred[nodes]
+        edge = np.asarray(self.tree[parent, nodes]).ravel()
+        depth = shortest_path(self.tree, unweighted=True, directed=False, indices=source)[nodes]
+        for level in np.unique(depth):  # a level at a time: its parents are done
+            at = depth == level
+            width[nodes[at]] = np.minimum(width[parent[at]], edge[at])
+        return width
 
 
 @functools.lru_cache(maxsize=8)
-def _widest_tree(t: Topology) -> nx.Graph:
-    # On a maximum spanning tree the path between two nodes is a widest (max-bottleneck) path.
-    return nx.maximum_spanning_tree(_undirected(t), weight=_CAP)
+def _graph(t: Topology) -> _Graph:
+    return _Graph(t)
+
+
+def _acc_index(t: Topology) -> np.ndarray:
+    graph = _graph(t)
+    return np.array([graph.index[d.id] for d in t.accelerators], dtype=np.int64)
+
+
+def _hop_row_block(t: Topology, ranks: Sequence[int]) -> list[tuple[int, ...]]:
+    acc = _acc_index(t)
+    rows: list[tuple[int, ...]] = []
+    for first in range(0, len(ranks), 64):  # 64 sources at a time bounds the dense matrix
+        block = _graph(t).hops_from(acc[list(ranks[first : first + 64])])
+        rows += [tuple(int(h) for h in row) for row in block[:, acc]]
+    return rows
 
 
 @functools.lru_cache(maxsize=8)
 def _hop_rows(t: Topology) -> tuple[tuple[int, ...], ...]:
-    graph = _undirected(t)
-    ids = [d.id for d in t.accelerators]
-    rows = []
-    for a in ids:
-        length = nx.single_source_shortest_path_length(graph, a)
-        rows.append(tuple(length[b] for b in ids))
-    return tuple(rows)
+    return tuple(_hop_row_block(t, range(len(t.accelerators))))
 
 
 @functools.lru_cache(maxsize=4096)
 def _bottleneck_row(t: Topology, rank: int) -> tuple[float, ...]:
-    tree = _widest_tree(t)
-    src = t.accelerators[rank].id
-    width = {src: math.inf}
-    for u, v in nx.bfs_edges(tree, src):
-        width[v] = min(width[u], tree.edges[u, v][_CAP])
-    return tuple(width[d.id] / _GB for d in t.accelerators)
+    acc = _acc_index(t)
+    width = _graph(t).widths_from(int(acc[rank]))
+    return tuple(float(w) / _GB for w in width[acc])
 
 
 def _bottleneck_rows(t: Topology) -> tuple[tuple[float, ...], ...]:
     return tuple(_bottleneck_row(t, r) for r in range(len(t.accelerators)))
 
 
+def sampled_sources(t: Topology) -> tuple[int, ...]:
+    """The ranks whose hop counts and bottlenecks to every accelerator :func:`is_uniform` and
+    :func:`max_hops` read: all of them up to :data:`ALL_PAIRS_MAX_N` accelerators, else rank 0,
+    the last rank and seeded random ranks, :data:`SAMPLED_SOURCES` in all (all pairs are
+    O(n^2): 134M of them at 16,384 accelerators)."""
+    n = len(t.accelerators)
+    if n <= ALL_PAIRS_MAX_N:
+        return tuple(range(n))
+    rng = random.Random(n)  # seeded: the same topology always gets the same sources
+    return tuple(sorted({0, n - 1, *rng.sample(range(1, n - 1), SAMPLED_SOURCES - 2)}))
+
+
+@functools.lru_cache(maxsize=8)
+def _source_rows(t: Topology) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[float, ...], ...]]:
+    sources = sampled_sources(t)
+    if len(sources) == len(t.accelerators):
+        return _hop_rows(t), _bottleneck_rows(t)
+    return tuple(_hop_row_block(t, sources)), tuple(_bottleneck_row(t, r) for r in sources)
+
+
 def hops(t: Topology, a: str | int, b: str | int) -> int:
     """Links on a shortest path between two accelerators (ids or ranks)."""
-    return int(nx.shortest_path_length(_undirected(t), _id(t, a), _id(t, b)))
+    graph = _graph(t)
+    return int(graph.hops_from([graph.index[_id(t, a)]])[0, graph.index[_id(t, b)]])
 
 
 def bottleneck_gb_per_s(t: Topology, a: str | int, b: str | int) -> float:
@@ -123,7 +201,13 @@ def bottleneck_gb_per_s(t: Topology, a: str | int, b: str | int) -> float:
 
 
 def pair_table(t: Topology) -> list[dict[str, Any]]:
-    """Hop count and bottleneck for every accelerator pair ``a < b`` (rank order)."""
+    """Hop count and bottleneck for every accelerator pair ``a < b`` (rank order); refused
+    (:class:`~scaleup.errors.LimitError`) beyond :data:`~scaleup.limits.MAX_PAIR_TABLE_RANKS`
+    accelerators."""
+    limits.check_at_most(
+        len(t.accelerators), limits.MAX_PAIR_TABLE_RANKS, source="pairs",
+        name="MAX_PAIR_TABLE_RANKS", what="accelerators in a pair table",
+    )  # fmt: skip
     ids = [d.id for d in t.accelerators]
     hop, width = _hop_rows(t), _bottleneck_rows(t)
     return [
@@ -235,24 +319,28 @@ def bisection_gb_per_s(t: Topology) -> float:
 
 
 def is_uniform(t: Topology) -> bool:
-    """Whether every accelerator pair is equidistant (hops) at equal bottleneck bandwidth."""
+    """Whether every accelerator pair is equidistant (hops) at equal bottleneck bandwidth
+    (pairs from :func:`sampled_sources` beyond :data:`ALL_PAIRS_MAX_N` accelerators)."""
     n = len(t.accelerators)
     if n < 2:
         return True
-    hop = _hop_rows(t)
-    h0 = hop[0][1]
-    if any(hop[i][j] != h0 for i, j in itertools.combinations(range(n), 2)):
-        return False
-    width = _bottleneck_rows(t)
-    w0 = width[0][1]
-    return all(
-        math.isclose(width[i][j], w0, rel_tol=_REL) for i, j in itertools.combinations(range(n), 2)
-    )
+    sources = sampled_sources(t)
+    hop, width = _source_rows(t)
+    h0, w0 = hop[0][1], width[0][1]
+    for s, hops_row, width_row in zip(sources, hop, width, strict=True):
+        for b in range(n):
+            if b == s:
+                continue
+            if hops_row[b] != h0 or not math.isclose(width_row[b], w0, rel_tol=_REL):
+                return False
+    return True
 
 
 def max_hops(t: Topology) -> int:
-    """The largest hop count between two accelerators."""
-    return max((max(row) for row in _hop_rows(t)), default=0)
+    """The largest hop count between two accelerators (from :func:`sampled_sources` beyond
+    :data:`ALL_PAIRS_MAX_N` accelerators: a lower bound, exact on fabrics where every source
+    sees the same distances, as fat trees and the presets' switch planes do)."""
+    return max((max(row) for row in _source_rows(t)[0]), default=0)
 
 
 def per_accelerator_gb_per_s(t: Topology) -> float:
@@ -271,10 +359,63 @@ def pooled_memory_bytes(t: Topology) -> int:
     return sum(int(hardware.accelerator(d.type).hbm_bytes) for d in t.accelerators)
 
 
+def scale_out(t: Topology) -> dict[str, Any] | None:
+    """The scale-out fabric (switches whose ports are a ``scale-out`` link technology), or None:
+    ``switch_types``, ``switches_per_tier`` (leaves, those with a NIC, first; then each tier the
+    one below reaches), ``tiers``, and ``oversubscription``: the most any leaf has down (to
+    NICs) per unit up (to other switches), by bandwidth; 1.0 for one switch.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> scale_out(resolve_topology("16xdgx-h100"))["switches_per_tier"]
+    [4, 2]
+    """
+    kind = {d.id: d.kind for d in t.devices}
+    fabric = {
+        d.id: d.type
+        for d in t.switches
+        if hardware.link_tech(str(hardware.switch_chip(d.type).link_tech)).scope == "scale-out"
+    }
+    if not fabric:
+        return None
+    down: dict[str, float] = {}
+    up: dict[str, float] = {}
+    neighbours: dict[str, list[str]] = {x: [] for x in fabric}
+    for c in t.channels:
+        if c.src in fabric:
+            if kind[c.dst] is NodeKind.NIC:
+                down[c.src] = down.get(c.src, 0.0) + c.bandwidth_bytes_per_s
+            elif c.dst in fabric:
+                up[c.src] = up.get(c.src, 0.0) + c.bandwidth_bytes_per_s
+                neighbours[c.src].append(c.dst)
+    tier = set(down)
+    seen = set(tier)
+    per_tier = []
+    while tier:
+        per_tier.append(len(tier))
+        tier = {y for x in tier for y in neighbours[x] if y not in seen}
+        seen |= tier
+    ratios = [down[x] / up[x] for x in down if up.get(x)]
+    return {
+        "switch_types": sorted(set(fabric.values())),
+        "tiers": len(per_tier),
+        "switches_per_tier": per_tier,
+        "oversubscription": max(ratios, default=1.0),
+    }
+
+
 def summary(t: Topology) -> dict[str, Any]:
-    """The facts ``scaleup topo show --json`` prints."""
+    """The facts ``scaleup topo show --json`` prints.
+
+    Beyond :data:`ALL_PAIRS_MAX_N` accelerators ``uniform`` and ``max_hops`` come from
+    ``hop_sources`` sampled ranks (``pairs_sampled`` true), not from all O(n^2) pairs.
+    """
     bisect, exact = bisection(t)
     types = sorted({d.type for d in t.accelerators})
+    order = {k: i for i, k in enumerate(NodeKind)}
+    counts: dict[str, int] = {}
+    for d in sorted(t.devices, key=lambda d: (order[d.kind], d.type)):
+        counts[d.type] = counts.get(d.type, 0) + 1
+    sources = sampled_sources(t)
     return {
         "name": t.name,
         "description": t.description,
@@ -283,6 +424,7 @@ def summary(t: Topology) -> dict[str, Any]:
         "switches": len(t.switches),
         "hosts": len(t.hosts),
         "nics": len(t.nics),
+        "device_types": counts,
         "nodes": len(t.nodes),
         "ranks_per_node": t.ranks_per_node,
         "links": sum(x.count for x in t.links),
@@ -293,7 +435,10 @@ def summary(t: Topology) -> dict[str, Any]:
         "bisection_exact": exact,
         "uniform": is_uniform(t),
         "max_hops": max_hops(t),
+        "pairs_sampled": len(sources) < len(t.accelerators),
+        "hop_sources": len(sources),
         "pooled_memory_bytes": pooled_memory_bytes(t),
+        "scale_out": scale_out(t),
     }
 
 

@@ -7,10 +7,10 @@ hosts ``cpu{i}``, NICs ``nic{i}``. :func:`multi_node` prefixes every id of serve
 ``n{i}.`` and names the scale-out fabric's switches ``net.*``.
 
 Multi-tier planes (:func:`switched`, the scale-out fabric of :func:`multi_node`): when the links
-of one plane exceed one switch chip's ``port_count`` R, the plane becomes a non-blocking two-tier
-Clos: leaves with at most R/2 ports down and as many up, every leaf wired to every spine with an
-equal number of links. Two tiers hold up to R*R/2 endpoint links per plane; beyond that the
-builder raises :class:`~scaleup.errors.UsageError`.
+of one plane exceed one switch chip's ``port_count`` R, the plane becomes a fat tree of two tiers
+(leaves with at most R/2 ports down and as many up, every leaf wired to every spine with an equal
+number of links: up to R*R/2 endpoint links) or three (pods of leaves and spines under a core
+tier: up to R*R*R/4); see :mod:`scaleup.topology.fabric`.
 
 Sizes are checked before anything is built: a shape with more accelerators, devices or links
 than :mod:`scaleup.limits` allows raises :class:`~scaleup.errors.LimitError` naming the
@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 from scaleup import hardware, limits
 from scaleup.errors import UsageError
-from scaleup.topology.model import Device, Link, NodeKind, Topology
+from scaleup.topology.fabric import build_fat_tree, leaf_down_ports, plan_fat_tree
+from scaleup.topology.model import Device, Link, NodeKind, Topology, bulk
 
 __all__ = ["clos", "full_mesh", "multi_node", "pcie_tree", "switched"]
 
@@ -69,41 +70,46 @@ def full_mesh(
 
 
 def clos(
-    endpoints: Sequence[tuple[str, int]], switch: str, tech: str, prefix: str
+    endpoints: Sequence[tuple[str, int]],
+    switch: str,
+    tech: str,
+    prefix: str,
+    *,
+    oversubscription: float = 1.0,
 ) -> tuple[list[Device], list[Link]]:
-    """Switches and links joining ``endpoints`` ``(device id, links)`` non-blockingly.
+    """Switches and links joining ``endpoints`` ``(device id, links)`` in a fat tree.
 
-    One switch ``{prefix}sw0`` when the links fit its ports, else a two-tier Clos of
-    ``{prefix}leaf{i}`` and ``{prefix}spine{j}`` (see the module docstring). An endpoint's links
-    all go to one leaf.
+    One switch ``{prefix}sw0`` when the links fit its ports, else leaves ``{prefix}leaf{i}``
+    filled in order (an endpoint's links all go to one leaf) under the fewest spine and core
+    tiers of :func:`~scaleup.topology.fabric.plan_fat_tree` (see :mod:`scaleup.topology.fabric`).
     """
     radix = int(hardware.switch_chip(switch).port_count)
-    total = sum(c for _, c in endpoints)
-    if total <= radix:
-        sw = _devices(f"{prefix}sw", switch, 1)
-        return sw, [Link(e, sw[0].id, tech, c) for e, c in endpoints]
-    down = radix // 2
+    groups, leaf_ids = _pack(endpoints, radix, oversubscription, prefix)
+    plan = plan_fat_tree([sum(c for _, c in g) for g in groups], radix, oversubscription)
+    return build_fat_tree(groups, leaf_ids, plan, switch, tech, prefix)
+
+
+def _pack(
+    endpoints: Sequence[tuple[str, int]], radix: int, oversubscription: float, prefix: str
+) -> tuple[list[list[tuple[str, int]]], list[str]]:
+    """Endpoints in order into leaves of :func:`leaf_down_ports` ports down (one switch
+    ``{prefix}sw0`` when all fit ``radix``)."""
+    if sum(c for _, c in endpoints) <= radix:
+        return [list(endpoints)], [f"{prefix}sw0"]
+    down = leaf_down_ports(radix, oversubscription)
     groups: list[list[tuple[str, int]]] = [[]]
+    used = 0
     for e, c in endpoints:
         if c > down:
             raise UsageError(
                 f"{e} has {c} links into one plane, more than a leaf's {down} down ports"
             )
-        if sum(x for _, x in groups[-1]) + c > down:
+        if used + c > down:
             groups.append([])
+            used = 0
         groups[-1].append((e, c))
-    n_leaves = len(groups)
-    up = max(sum(x for _, x in g) for g in groups)
-    n_spines = next(
-        (s for s in range(1, up + 1) if up % s == 0 and n_leaves * (up // s) <= radix), None
-    )
-    if n_spines is None:
-        raise _two_tier_error(total, switch)
-    leaves = _devices(f"{prefix}leaf", switch, n_leaves)
-    spines = _devices(f"{prefix}spine", switch, n_spines)
-    links = [Link(e, leaves[i].id, tech, c) for i, g in enumerate(groups) for e, c in g]
-    links += [Link(leaf.id, spine.id, tech, up // n_spines) for leaf in leaves for spine in spines]
-    return leaves + spines, links
+        used += c
+    return groups, [f"{prefix}leaf{i}" for i in range(len(groups))]
 
 
 def switched(
@@ -199,103 +205,99 @@ def multi_node(
     nic: str = "ib-ndr",
     rail_optimized: bool = False,
     switch: str | None = None,
+    oversubscription: float = 1.0,
 ) -> Topology:
-    """``n`` copies of ``topology`` joined by one ``nic`` per accelerator into a non-blocking
-    scale-out fabric.
+    """``n`` copies of ``topology`` joined by one ``nic`` per accelerator into a fat tree.
 
     Server ``i``'s ids get the prefix ``n{i}.`` and ``Device.node = i``; its accelerator
     ``n{i}.{id}`` gets NIC ``n{i}.nic{r}`` (``r`` its local rank) over the NIC's host link
-    (GPUDirect RDMA, the PCIe switch between GPU and NIC not modelled). The fabric
-    (``switch``: ``ib-switch`` for InfiniBand NICs, ``eth-switch`` for Ethernet) is one Clos of
-    all NICs, or with ``rail_optimized`` one rail switch ``net.rail{r}`` per local rank joined by
-    spines ``net.spine{j}`` sized non-blocking.
+    (GPUDirect RDMA, the PCIe switch between GPU and NIC not modelled). The fabric is built of
+    ``switch`` chips (default ``ib-switch`` for InfiniBand NICs, ``eth-switch`` for Ethernet)
+    with the fewest tiers that hold the NICs (:mod:`scaleup.topology.fabric`):
+
+    * one switch ``net.sw0`` while every NIC fits its ports, else leaves ``net.leaf{i}`` filled
+      with the NICs in rank order, under spines (and cores) as needed;
+    * with ``rail_optimized``, one rail leaf per local rank ``r`` and group of servers: NIC ``r``
+      of every server of the group goes to ``net.rail{r}`` (one group) or
+      ``net.group{g}.rail{r}`` (groups of at most a leaf's ports down, sizes as even as
+      possible), so traffic between equal local ranks of one group crosses one switch; spines
+      (and cores) join the rail leaves, rail by rail in the pods of three tiers.
+
+    ``oversubscription`` is the leaves' ratio of ports down to ports up (1: non-blocking, 2:
+    half the uplinks); the spine and core tiers are non-blocking. Sizes (servers, devices,
+    links, tiers) are checked before any server is built.
+
+    >>> t = multi_node(full_mesh(8, "MI300X"), 2)
+    >>> len(t.nics), [d.id for d in t.switches]
+    (16, ['net.sw0'])
     """
     _positive(n=n)
     rpn = len(topology.accelerators)
-    per_node = len(topology.devices) + rpn  # its devices plus one NIC per accelerator
-    _check_size(
-        "n", accelerators=n * rpn, devices=n * per_node, links=n * (len(topology.links) + 2 * rpn)
-    )
+    _check_size("n", accelerators=n * rpn)
     spec = hardware.nic_spec(nic)
     net_tech = str(spec.link_tech)
     if switch is None:
         family = hardware.link_tech(net_tech).family
         switch = "eth-switch" if family == "ethernet" else "ib-switch"
-    nic_kind = NodeKind(hardware.device_kind(nic))
-    if not rail_optimized and n * rpn > _two_tier_capacity(switch):
-        raise _two_tier_error(n * rpn, switch, source="n")  # before building n servers
-    devices: list[Device] = []
-    links: list[Link] = []
-    nic_ids: list[list[str]] = []
-    for i in range(n):
-        pre = f"n{i}."
-        devices += [Device(pre + d.id, d.type, d.kind, i) for d in topology.devices]
-        links += [
-            Link(pre + x.a, pre + x.b, x.tech, x.count, x.bandwidth_gb_per_s)
-            for x in topology.links
-        ]
-    for i in range(n):
-        pre = f"n{i}."
-        ids = [f"{pre}nic{r}" for r in range(rpn)]
-        nic_ids.append(ids)
-        devices += [Device(x, nic, nic_kind, i) for x in ids]
-        links += [
-            Link(pre + a.id, x, str(spec.host_link_tech))
-            for a, x in zip(topology.accelerators, ids, strict=True)
-        ]
+    radix = int(hardware.switch_chip(switch).port_count)
+    nic_ids = [[f"n{i}.nic{r}" for r in range(rpn)] for i in range(n)]
     if rail_optimized:
-        fabric, fabric_links = _rails(nic_ids, switch, net_tech)
+        groups, leaf_ids = _rail_groups(nic_ids, radix, oversubscription)
     else:
-        fabric, fabric_links = clos(
-            [(x, 1) for ids in nic_ids for x in ids], switch, net_tech, "net."
-        )
+        flat = [(x, 1) for ids in nic_ids for x in ids]
+        groups, leaf_ids = _pack(flat, radix, oversubscription, "net.")
+    plan = plan_fat_tree([len(g) for g in groups], radix, oversubscription)
+    _check_size(
+        "n",
+        accelerators=n * rpn,
+        devices=n * (len(topology.devices) + rpn) + sum(plan.switches_per_tier),
+        links=n * (len(topology.links) + 2 * rpn) + plan.links_between_switches,
+    )  # before building n servers
+    with bulk():  # ~600,000 acyclic objects at 16,384 GPUs
+        nic_kind = NodeKind(hardware.device_kind(nic))
+        devices: list[Device] = []
+        links: list[Link] = []
+        for i in range(n):
+            pre = f"n{i}."
+            devices += [Device(pre + d.id, d.type, d.kind, i) for d in topology.devices]
+            links += [
+                Link(pre + x.a, pre + x.b, x.tech, x.count, x.bandwidth_gb_per_s)
+                for x in topology.links
+            ]
+        host_tech = str(spec.host_link_tech)
+        for i, ids in enumerate(nic_ids):
+            pre = f"n{i}."
+            devices += [Device(x, nic, nic_kind, i) for x in ids]
+            links += [
+                Link(pre + a.id, x, host_tech)
+                for a, x in zip(topology.accelerators, ids, strict=True)
+            ]
+        fabric, fabric_links = build_fat_tree(groups, leaf_ids, plan, switch, net_tech, "net.")
     name = f"{n}x{topology.name}"
     desc = f"{n} x {topology.name} joined by one {nic} NIC per accelerator" + (
         " (rail-optimised)" if rail_optimized else ""
     )
+    if plan.tiers > 1 and oversubscription != 1:
+        desc += f", {oversubscription:g}:1 oversubscribed leaves"
     return Topology(name, (*devices, *fabric), (*links, *fabric_links), topology.peer_access, desc)
 
 
-def _rails(nic_ids: list[list[str]], switch: str, tech: str) -> tuple[list[Device], list[Link]]:
-    """One switch per rail (local rank), spines carrying cross-rail traffic non-blockingly."""
-    radix = int(hardware.switch_chip(switch).port_count)
+def _rail_groups(
+    nic_ids: list[list[str]], radix: int, oversubscription: float
+) -> tuple[list[list[tuple[str, int]]], list[str]]:
+    """Rail leaves, rail by rail: NIC ``r`` of the servers of one group per leaf (see
+    :func:`multi_node`)."""
     n_nodes, n_rails = len(nic_ids), len(nic_ids[0])
-    if n_nodes > radix // 2:
-        raise UsageError(
-            f"rail_optimized supports at most {radix // 2} servers with {switch} (radix {radix})"
-        )
-    rails = _devices("net.rail", switch, n_rails)
-    links = [Link(nic_ids[i][r], rails[r].id, tech) for r in range(n_rails) for i in range(n_nodes)]
-    if n_rails == 1:
-        return rails, links
-    n_spines = next(
-        (
-            s
-            for s in range(1, n_nodes + 1)
-            if n_nodes % s == 0 and n_rails * (n_nodes // s) <= radix
-        ),
-        None,
-    )
-    if n_spines is None:
-        raise UsageError(f"{n_rails} rails of {switch} (radix {radix}) cannot share one spine tier")
-    spines = _devices("net.spine", switch, n_spines)
-    links += [Link(r.id, s.id, tech, n_nodes // n_spines) for r in rails for s in spines]
-    return rails + spines, links
-
-
-def _two_tier_capacity(switch: str) -> int:
-    """Single-link endpoints a non-blocking two-tier Clos of ``switch`` holds: R * R/2."""
-    radix = int(hardware.switch_chip(switch).port_count)
-    return radix * (radix // 2)
-
-
-def _two_tier_error(total: int, switch: str, source: str | None = None) -> UsageError:
-    radix = int(hardware.switch_chip(switch).port_count)
-    return UsageError(
-        f"{total} links need more than two tiers of {switch} (radix {radix}); "
-        f"two tiers hold at most {_two_tier_capacity(switch)}",
-        source=source,
-    )
+    n_groups = math.ceil(n_nodes / leaf_down_ports(radix, oversubscription))
+    bounds = [g * n_nodes // n_groups for g in range(n_groups + 1)]  # sizes differ by <= 1
+    groups = [
+        [(nic_ids[i][r], 1) for i in range(bounds[g], bounds[g + 1])]
+        for r in range(n_rails)
+        for g in range(n_groups)
+    ]
+    if n_groups == 1:
+        return groups, [f"net.rail{r}" for r in range(n_rails)]
+    return groups, [f"net.group{g}.rail{r}" for r in range(n_rails) for g in range(n_groups)]
 
 
 def _check_size(source: str, *, accelerators: int, devices: int = 0, links: int = 0) -> None:

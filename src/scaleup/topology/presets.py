@@ -186,7 +186,11 @@ def gb200_nvl72(hosts: bool = False) -> Topology:
     """GB200 NVL72: 72 GPUs, 18 NVLink5 switch chips (9 switch trays x 2); each GPU has one link
     to every chip (18 links, 900 GB/s per direction), 72 ports per chip. With ``hosts`` the 36
     Grace CPUs are added, each joined to its 2 GPUs by NVLink-C2C. Source: NVIDIA GB200 NVL72
-    product page and NVLink page ("72 Blackwell GPUs", "130 TB/s")."""
+    product page and NVLink page ("72 Blackwell GPUs", "130 TB/s").
+
+    Racks (``8xgb200-nvl72``) get one NIC per GPU, ``ib-ndr`` by default: one ConnectX-7 NDR
+    400G per GPU, four per 4-GPU compute tray (NVIDIA DGX GB200 SuperPOD reference architecture,
+    as cited in ai-dynamo/aisimulate PR #192); ``nic=ib-xdr`` for ConnectX-8 builds."""
     desc = "GB200 NVL72: 72 x GB200, 18 NVLink5 switch chips, one link per GPU per chip"
     t = switched(
         72, "GB200", "nvswitch4", planes=18, links_per_plane=1, name="gb200-nvl72", description=desc
@@ -346,7 +350,7 @@ def list_presets() -> dict[str, str]:
 
 
 #: Keys of an ``Nx<preset>:...`` spec that go to :func:`multi_node`; the others go to the preset.
-MULTI_NODE_KEYS = ("nic", "rail_optimized", "switch")
+MULTI_NODE_KEYS = ("nic", "rail_optimized", "switch", "oversubscription")
 _NX = re.compile(r"^(\d+)x(.+)$")
 
 
@@ -438,8 +442,10 @@ def resolve_topology(text: str) -> Topology:
     """A topology from what a user typed: a preset name, ``name:key=value,...``,
     ``Nx<preset>[:key=value,...]`` or a path to a ``.toml`` file.
 
-    In an ``Nx`` spec the keys ``nic``, ``rail_optimized`` and ``switch`` go to
-    :func:`~scaleup.topology.generators.multi_node`, the others to the preset's builder.
+    In an ``Nx`` spec the keys ``nic``, ``rail_optimized``, ``switch`` and ``oversubscription``
+    go to :func:`~scaleup.topology.generators.multi_node` (e.g.
+    ``2048xdgx-h100:oversubscription=2``: a three-tier fat tree of 16,384 NICs whose leaves have
+    twice as many ports down as up), the others to the preset's builder.
 
     >>> resolve_topology("2xdgx-h100").ranks_per_node
     8
@@ -463,6 +469,7 @@ def resolve_topology(text: str) -> Topology:
     if match and head not in PRESETS:
         n, base = int(match.group(1)), match.group(2)
         node_params = {k: params.pop(k) for k in list(params) if k in MULTI_NODE_KEYS}
+        _check_keys(multi_node, node_params, text)
         try:
             return _multi_cached(
                 n, base, tuple(sorted(params.items())), tuple(sorted(node_params.items()))
