@@ -1,25 +1,31 @@
 """Symmetry classes: time one representative of every set of transfers that behave alike.
 
 A collective on a regular fabric repeats itself: on ``16xdgx-h100`` every server's eight ranks do
-what server 0's do, shifted by eight ranks, over links that are server 0's links shifted by one
-server; on a UALink pod of 1,024 accelerators a ring's ranks are one rank's ops rotated. Such ops
-start and end at the same instants, and max-min fair sharing gives such flows the same rate (the
-allocation is unique, so it is invariant under every automorphism of the system). The simulator
-therefore runs the *quotient*: the ops of a fundamental domain of ranks (``step`` ranks), each
-standing for ``m = n / step`` ops, and one constraint per orbit of constraints. A flow class of
-multiplicity ``m`` puts ``m / |C| * sum_{c in C} use(f, c)`` on the orbit ``C`` of constraints it
-crosses (its ``m`` members spread evenly over the ``|C|`` members of the orbit), which is
-weighted progressive filling: the rates, and so every op's start and end, are those of the
-exact per-flow run (up to floating-point rounding of the sums).
+what server 0's do, over links that are server 0's links moved to another server, and channel
+``k`` of a ring is channel 0 rotated by ``k`` GPUs inside every server; on a UALink pod of 1,024
+accelerators a ring's ranks are one rank's ops rotated. Such ops start and end at the same
+instants, and max-min fair sharing gives such flows the same rate (the allocation is unique, so
+it is invariant under every automorphism of the system). The simulator therefore runs the
+*quotient*: one op per orbit of the group the automorphisms span, standing for the ``|F|`` ops
+of its orbit, and one constraint per orbit ``C`` of constraints. A flow class ``F`` puts
+``|F| / |C| * sum_{c in C} use(f, c)`` on the constraint orbit it crosses (its members spread
+evenly over the members of the orbit), which is weighted progressive filling: the rates, and
+so every op's start and end, are those of the exact per-flow run up to floating-point rounding
+(tests/sim/test_symmetry.py compares them; on the presets they agree bit for bit).
 
-Nothing is assumed: the generator (a shift of the ranks by ``step``, with the device permutation
-it induces: accelerators shift, devices of a server named ``n{i}.*`` move to the shifted server,
-the other devices are matched by their neighbours) is *checked* on the compiled system: every
-op's image has the same kind, count, channel tag, latency, mapped peers and mapped dependencies,
-every variable's image crosses the image constraints with the same coefficients, and image
-constraints have the same capacity. Where any check fails (a failed or degraded link, an uneven
-mesh, a subset of ranks that breaks the pattern) there is no quotient and the run is exact per
-flow; ``CompiledSchedule.run(..., exact=True)`` (``scaleup bench --exact``) always is.
+Nothing is assumed about the fabric or the algorithm. A generator is a rank permutation
+``sigma`` with a permutation ``kappa`` of channel tags: candidates send rank 0 to a rank of the
+next server or of its own (on one server: rank 1 or n - 1); the rest of ``sigma`` follows from
+the ops (the p-th op of (rank a, tag k) maps to the p-th op of (sigma(a), kappa(k)), so their
+peers map too), ``kappa`` from which tag's ops are another tag's with ranks moved; devices other
+than accelerators go where their neighbours go. Then it is *checked* on the compiled system:
+every op's image has the same kind, count, latency, mapped peers and mapped dependencies, every
+variable's image crosses the image constraints with the same coefficients, and image
+constraints have the same capacity. Where a check fails (a failed or degraded link, an uneven
+mesh, a subset of ranks that breaks the pattern) that generator is dropped; with none left the
+run is exact per flow, and ``CompiledSchedule.run(..., exact=True)`` (``scaleup bench
+--exact``) always is. What it saves is the fair-share solve and the per-event array work, which
+grow with the active flows; the number of events (steps x chunks) stays.
 """
 
 from __future__ import annotations
@@ -91,11 +97,22 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
     ranks = _RankOps(c)
     families: list[Sequence[int]]
     if len(t.nodes) > 1 and n == len(t.accelerators) and n > rpn:
-        families = [range(rpn, 2 * rpn), range(1, rpn)]  # another server, then within one
+        # another server (1, 2, 4 ... servers on: a fat tree's leaf may hold several), then a
+        # rotation within one
+        servers = len(t.nodes)
+        shifts = [1 << k for k in range(servers.bit_length()) if (1 << k) < servers]
+        families = [
+            range(s * rpn, (s + 1) * rpn) if _fabric_follows(c, s * rpn) else range(0)
+            for s in shifts
+        ]
+        families.append(range(1, rpn))
     else:
         families = [sorted({1, n - 1})]
     found: list[Generator] = []
-    for targets in families:
+    across = len(families) > 1
+    for i, targets in enumerate(families):
+        if across and 0 < i < len(families) - 1 and found:
+            continue  # one server shift is enough: the smallest that works
         for target in targets:
             gen = _generator(c, ranks, int(target))
             if gen is not None:
@@ -106,10 +123,17 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
     return _orbits(c.n_ops, tuple(found))
 
 
+def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
+    """Whether the devices can follow a plain shift of the ranks by ``shift`` (whole servers):
+    a cheap test that skips the server shifts a fat tree's leaves cannot follow."""
+    n = c.schedule.nranks
+    return _device_image(c, (np.arange(n) + shift) % n) is not None
+
+
 def _generator(c: CompiledSchedule, ranks: _RankOps, target: int) -> Generator | None:
-    for k in ranks.tags:
+    for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
-        if sigma is None:
+        if sigma is None or _device_image(c, sigma) is None:  # the fabric cannot follow
             continue
         kappa = ranks.tag_map(sigma)
         if kappa is None:
@@ -160,6 +184,8 @@ class _RankOps:
         first = self.order[: max(1, int(self.counts[: self.width].sum()))]
         self.k0 = int(self.chan[first[0]])  # rank 0's first tag
         self.tags = [int(x) for x in np.unique(self.chan)]
+        self._peer_cache: dict[int, np.ndarray | None] = {}
+        self._by_peers: dict[bytes, list[int]] | None = None
 
     def _ops(self, rank: int, tag: int) -> np.ndarray:
         g = rank * self.width + tag
@@ -175,14 +201,20 @@ class _RankOps:
         sigma = np.full(self.n, -1, dtype=np.int64)
         sigma[0] = target
         queue = [0]
+        mine, theirs = self._peers(self.k0), self._peers(tag)
+        if mine is not None and theirs is not None and mine.shape != theirs.shape:
+            return None
         while queue:
             a = queue.pop()
             b = int(sigma[a])
-            ops_a, ops_b = self._ops(a, self.k0), self._ops(b, tag)
-            if len(ops_a) != len(ops_b):
-                return None
-            x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
-            y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
+            if mine is not None and theirs is not None:
+                x, y = mine[a], theirs[b]
+            else:
+                ops_a, ops_b = self._ops(a, self.k0), self._ops(b, tag)
+                if len(ops_a) != len(ops_b):
+                    return None
+                x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
+                y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
             pairs = np.unique(x * self.n + y)
             x, y = pairs // self.n, pairs % self.n
             if len(np.unique(x)) != len(x):
@@ -198,6 +230,11 @@ class _RankOps:
 
     def _peers(self, tag: int) -> np.ndarray | None:
         """(rank, 2 x ops) peers of every rank's ops of ``tag``, or None if their counts differ."""
+        if tag not in self._peer_cache:
+            self._peer_cache[tag] = self._peers_of(tag)
+        return self._peer_cache[tag]
+
+    def _peers_of(self, tag: int) -> np.ndarray | None:
         heads = self.start[np.arange(self.n) * self.width + tag]
         counts = self.counts[np.arange(self.n) * self.width + tag]
         if (counts != counts[0]).any():
@@ -209,11 +246,14 @@ class _RankOps:
         """Each channel tag's image: the tag whose ops are its ops with every rank moved by
         ``sigma`` (the same tag when it qualifies: channels alike map to themselves)."""
         peers = {tag: self._peers(tag) for tag in self.tags}
-        theirs: dict[bytes, list[int]] = {}
-        for tag, p in peers.items():
-            if p is None:
-                return None
-            theirs.setdefault(p.tobytes(), []).append(tag)
+        if any(p is None for p in peers.values()):
+            return None
+        if self._by_peers is None:
+            self._by_peers = {}
+            for tag, p in peers.items():
+                assert p is not None  # noqa: S101 - checked above
+                self._by_peers.setdefault(p.tobytes(), []).append(tag)
+        theirs = self._by_peers
         kappa: dict[int, int] = {}
         taken: set[int] = set()
         for tag, p in peers.items():
