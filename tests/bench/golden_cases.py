@@ -9,7 +9,9 @@ in the commit::
     PYTHONPATH=src python tests/bench/golden_cases.py dgx-h100   # one preset
 
 Each case runs in a fresh process here, so the stored figures do not depend on what else one
-process simulated before; the test runs them all in one process, which checks that too.
+process simulated before; the test runs them all in one process, which checks that too. The
+stored figures are the per-flow reference (``--exact``); the test runs the default path (flow
+classes, ``scaleup.sim.symmetry``), so it also compares the two on every preset's full sweep.
 """
 
 from __future__ import annotations
@@ -111,10 +113,10 @@ def preset_file(preset: str) -> Path:
 
 
 def _bench(args: list[str] | tuple[str, ...]) -> str:
-    """stdout of ``scaleup bench ARGS`` in a fresh interpreter."""
+    """stdout of ``scaleup bench ARGS --exact`` (the per-flow reference) in a fresh interpreter."""
     code = "import sys; from scaleup.cli import app; app(['bench', *sys.argv[1:]])"
     proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
+        [sys.executable, "-c", code, *args, "--exact"],
         capture_output=True,
         text=True,
         check=True,

@@ -26,7 +26,7 @@ CASES = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("topology", "op"), CASES)
 def test_fast_path_matches_exact(topology: str, op: str) -> None:
-    args = ["bench", "--topology", topology, "--op", op, "-b", "8", "-e", "8G", "-f", "32"]
+    args = ["bench", "--topology", topology, "--op", op, "-b", "8", "-e", "8G", "-f", "1024"]
     fast = CliRunner().invoke(app, [*args, "--json"])
     exact = CliRunner().invoke(app, [*args, "--json", "--exact"])
     assert fast.exit_code == 0, fast.output
