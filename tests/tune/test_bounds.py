@@ -55,9 +55,11 @@ def _check(preset: str, data: st.DataObject) -> None:
     timed = q.simulate(cand, nbytes, count)
     if timed is None:
         return  # not buildable here: the search never uses its bound
+    params = q.params(cand.algorithm, cand.channels)
     bound = lower_bound_s(
-        topology, q.group, fabric, q.shape, q.collective, cand, count, dtype=dtype, root=q.root
-    )
+        topology, q.group, fabric, q.collective, cand, count, params=params, dtype=dtype,
+        root=q.root,
+    )  # fmt: skip
     assert 0.0 < bound <= timed.time_s, (cand, bound, timed.time_s)
 
 
@@ -98,13 +100,12 @@ def test_bound_examples() -> None:
     """Hand-worked: ring all_reduce of 1 GiB on 8 H100 is link-bound (2 x 7/8 x 1 GiB over 18
     NVLink4 links at 20.6 GB/s); nvls is bound by its switch links, x 1/0.85 in-switch."""
     t = resolve_topology("dgx-h100")
-    session = TuneSession()
     fabric = GroupFabric.of(t, None)
-    shape = session.shape(t, None)
-    ring = lower_bound_s(t, None, fabric, shape, "all_reduce", Candidate("ring", "simple", 16),
-                         1 << 28)  # fmt: skip
+    params = TuneSession().shape(t, None).params("ring", 16)
+    ring = lower_bound_s(t, None, fabric, "all_reduce", Candidate("ring", "simple", 16),
+                         1 << 28, params=params)  # fmt: skip
     launch = 4e-6 + 8.4e-6
     assert ring == pytest.approx(launch + 2 * 7 / 8 * 2**30 / (18 * 20.6e9), rel=1e-6)
-    nvls = lower_bound_s(t, None, fabric, shape, "all_reduce", Candidate("nvls", "simple", 16),
-                         1 << 28)  # fmt: skip
+    nvls = lower_bound_s(t, None, fabric, "all_reduce", Candidate("nvls", "simple", 16),
+                         1 << 28, params={})  # fmt: skip
     assert nvls == pytest.approx(4e-6 + 2**30 * (1 + 1 / 8) / 0.85 / (18 * 20.6e9), rel=1e-6)

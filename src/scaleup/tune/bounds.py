@@ -3,10 +3,10 @@
 The search (:mod:`scaleup.tune.search`) orders and prunes candidates by a time the simulator can
 never beat. :func:`lower_bound_s` gives one for a candidate (algorithm, protocol, channels) of a
 collective on a group of ranks at ``count`` elements from the algorithm's structure alone (its
-ring orders and tree parents, which the session's :class:`~scaleup.tune.channels.GroupShape`
-already holds), so no op table is built. It is the collective's start (host launch plus the
-library's base latency, exactly as :meth:`~scaleup.sim.CompiledSchedule.start_s`) plus the larger
-of
+ring orders and tree parents: the builder parameters the session passes, from its
+:class:`~scaleup.tune.channels.GroupShape`), so no op table is built. It is the collective's
+start (host launch plus the library's base latency, exactly as
+:meth:`~scaleup.sim.CompiledSchedule.start_s`) plus the larger of
 
 - **bandwidth**: for a set of channels ``C`` (the channels out of or into one rank, out of or into
   one server, a rank's links to its NVLS switches) every op puts ``bytes x use`` on them, and
@@ -31,8 +31,9 @@ exact bound (one saturated link) stays below the simulated time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,6 @@ from scaleup.sim import params as P
 from scaleup.sim.network import Network
 from scaleup.sim.protocols import for_topology, protocol
 from scaleup.topology.model import NodeKind, Topology
-from scaleup.tune.channels import GroupShape
-from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, step_bytes_for
 
 __all__ = ["GroupFabric", "lower_bound_s"]
@@ -158,21 +157,16 @@ def _tree_loads(
 
 
 def _depth(parents: Sequence[int]) -> int:
-    """Edges on the longest leaf-to-root path of a tree given by its parent array."""
-    depth = [-1] * len(parents)
-    best = 0
-    for v in range(len(parents)):
-        path = []
-        u = v
-        while u >= 0 and depth[u] < 0:
-            path.append(u)
-            u = parents[u]
-        d = 0 if u < 0 else depth[u] + 1
-        for w in reversed(path):
-            depth[w] = d
-            d += 1
-        best = max(best, depth[v])
-    return best
+    """Edges on the longest leaf-to-root path of a tree given by its parent array (every rank
+    walks up one level per round, all at once)."""
+    par = np.asarray(parents, dtype=np.int64)
+    cur = np.flatnonzero(par >= 0)
+    depth = 0
+    while len(cur):
+        depth += 1
+        cur = par[cur]
+        cur = cur[par[cur] >= 0]
+    return depth
 
 
 @dataclass
@@ -239,10 +233,8 @@ def _generic(collective: str, fabric: GroupFabric, s: float, root: int) -> _Term
 def _terms(
     collective: str,
     cand: Candidate,
-    topology: Topology,
-    group: Sequence[int] | None,
     fabric: GroupFabric,
-    shape: GroupShape,
+    params: Mapping[str, Any],
     s: float,
     root: int,
 ) -> _Terms:
@@ -250,7 +242,7 @@ def _terms(
     n, ch, alg = fabric.nranks, cand.channels, cand.algorithm
     generic = _generic(collective, fabric, s, root)
     if collective == "all_reduce" and alg == "ring":
-        orders = shape.params("ring", ch).get("orders") or [list(range(n))] * ch
+        orders = params.get("orders") or [list(range(n))] * ch
         per_edge = 2 * (n - 1) / n * s / ch
         node = fabric.node_of_rank
         node_out = np.zeros(fabric.n_nodes)
@@ -271,7 +263,7 @@ def _terms(
         t.chain, t.chain_bytes, t.any_chain = n - 1, s / (n * ch), 0
         return t
     if collective == "all_reduce" and alg == "tree":
-        given = shape.params("tree", ch).get("parents")
+        given = params.get("parents")
         pairs = given if given else [list(dtree_parents(n))]
         lanes = [(pairs[k % len(pairs)][i], s / (2 * ch)) for k in range(ch) for i in (0, 1)]
         rank, node = _tree_loads(fabric, lanes)
@@ -289,7 +281,7 @@ def _terms(
         t.fabric_bytes, t.tags, t.any_chain, t.switch_chain = s, ch, 0, 1
         return t
     if collective == "all_reduce" and alg == "hierarchical":
-        g = shape.ranks_per_node
+        g = int(params.get("ranks_per_node", 8))
         if g <= 0 or n % g:
             return generic
         m = n // g
@@ -302,7 +294,7 @@ def _terms(
             t.node_out, t.node_in = generic.node_out, generic.node_in
         return t
     if collective == "all_reduce" and alg == "nvls_tree":
-        g = int(nvls_tree_params(topology, group)["ranks_per_node"])
+        g = int(params.get("ranks_per_node") or n)
         if g <= 0 or n % g or not _whole_blocks(fabric, g):
             return generic
         m = n // g
@@ -332,26 +324,29 @@ def lower_bound_s(
     topology: Topology,
     group: Sequence[int] | None,
     fabric: GroupFabric,
-    shape: GroupShape,
     collective: str,
     cand: Candidate,
     count: float,
     *,
+    params: Mapping[str, Any],
     dtype: str = "float32",
     root: int = 0,
 ) -> float:
     """A time the simulator never beats for ``cand`` running ``collective`` of ``count``
     elements of ``dtype`` on ``group`` (see the module for the terms and why each holds).
+    ``params``: the builder parameters the candidate's schedule would be built with (ring
+    ``orders``, tree ``parents``, ``ranks_per_node``; :meth:`GroupShape.params
+    <scaleup.tune.channels.GroupShape.params>`), the builders' defaults where absent.
 
     Examples
     --------
     >>> from scaleup.topology import resolve_topology
     >>> t = resolve_topology("dgx-h100")
-    >>> fabric, shape = GroupFabric.of(t, None), GroupShape.of(t, None)
-    >>> bound = lower_bound_s(t, None, fabric, shape, "all_reduce",
-    ...                       Candidate("ring", "simple", 16), 1 << 28)
+    >>> ring = Candidate("ring", "simple", 16)
+    >>> bound = lower_bound_s(t, None, GroupFabric.of(t, None), "all_reduce", ring, 1 << 28,
+    ...                       params={})
     >>> round(bound * 1e6)  # 2 x 7/8 x 1 GiB over 18 NVLink4 links at 20.6 GB/s, plus launch
-    5079
+    5080
     """
     proto = for_topology(protocol(cand.protocol), topology, group)
     nvls = cand.algorithm in ("nvls", "nvls_tree")
@@ -360,7 +355,7 @@ def lower_bound_s(
     if n < 2 or collective == "send_recv":
         return start / _MARGIN
     s = float(count) * itemsize(dtype)
-    t = _terms(collective, cand, topology, group, fabric, shape, s, root)
+    t = _terms(collective, cand, fabric, params, s, root)
     eff = proto.payload_efficiency
     cta = max(proto.cta_bytes_per_s(a) for a in fabric.archs)
     bw = 0.0

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
@@ -83,15 +84,26 @@ class _Question:
         self.failed: dict[tuple[str, int, int], str] = {}
         self._fabric: GroupFabric | None = None
         self._bounds: dict[tuple[Candidate, int], float] = {}
+        self._params: dict[tuple[str, int], dict[str, Any]] = {}
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
 
+    def params(self, algorithm: str, channels: int) -> dict[str, Any]:
+        """The builder parameters of (``algorithm``, ``channels``) on this group, once."""
+        key = (algorithm, 0 if algorithm == "nvls_tree" else channels)
+        params = self._params.get(key)
+        if params is None:
+            if algorithm == "nvls_tree":  # server size and one head per NIC
+                params = nvls_tree_params(self.topology, self.group)
+            else:
+                params = self.shape.params(algorithm, channels)
+            self._params[key] = params
+        return params
+
     def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Schedule:
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
-        params = self.shape.params(algorithm, channels)
-        if algorithm == "nvls_tree":  # server size and one head per NIC
-            params = nvls_tree_params(self.topology, self.group)
+        params = self.params(algorithm, channels)
         return build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
 
     def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule | None:
@@ -174,8 +186,9 @@ class _Question:
         bound = self._bounds.get(key)
         if bound is None:
             bound = self._bounds[key] = lower_bound_s(
-                self.topology, self.group, self.fabric, self.shape, self.collective, cand, count,
-                dtype=self.dtype, root=self.root,
+                self.topology, self.group, self.fabric, self.collective, cand, count,
+                params=self.params(cand.algorithm, cand.channels), dtype=self.dtype,
+                root=self.root,
             )  # fmt: skip
         for (algorithm, channels, chunks), compiled in self.compiled.items():
             if (algorithm, channels) == (cand.algorithm, cand.channels):
