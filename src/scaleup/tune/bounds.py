@@ -16,6 +16,7 @@ start (host launch plus the library's base latency, exactly as
   (``x 1/NVLS efficiency`` for switch reductions), so it suffices to know the bytes that cross
   ``C``. Likewise each op's bytes count once against its issuing rank's thread block on its channel
   tag, capped at ``cta_bytes_per_s``: at least ``total fabric bytes / (ranks x tags x cap)``;
+- plus, on the bandwidth term, the first op's step latency: no op moves a byte before it;
 - **latency**: a chain of ``k`` dependent fabric ops; each pays at least the smallest step latency
   of the protocol (its link class's, plus the route's, which is >= 0) after its predecessor
   released it, which is never before the predecessor started moving bytes (cut-through included).
@@ -186,6 +187,7 @@ class _Terms:
     switch_chain: int = 0  # dependent switch reductions
     chain_bytes: float = 0.0  # bytes each chain op moves when the algorithm is not pipelined
     any_chain: int = 0  # dependent ops that may be either
+    switch_only: bool = False  # every fabric op is a switch reduction (nvls)
 
 
 def _whole_blocks(fabric: GroupFabric, g: int) -> bool:
@@ -279,6 +281,7 @@ def _terms(
         t = generic
         t.nvls_out = t.nvls_in = s * (1 + 1 / n) * inflate
         t.fabric_bytes, t.tags, t.any_chain, t.switch_chain = s, ch, 0, 1
+        t.switch_only = True
         return t
     if collective == "all_reduce" and alg == "hierarchical":
         g = int(params.get("ranks_per_node", 8))
@@ -346,7 +349,7 @@ def lower_bound_s(
     >>> bound = lower_bound_s(t, None, GroupFabric.of(t, None), "all_reduce", ring, 1 << 28,
     ...                       params={})
     >>> round(bound * 1e6)  # 2 x 7/8 x 1 GiB over 18 NVLink4 links at 20.6 GB/s, plus launch
-    5080
+    5083
     """
     proto = for_topology(protocol(cand.protocol), topology, group)
     nvls = cand.algorithm in ("nvls", "nvls_tree")
@@ -378,4 +381,6 @@ def lower_bound_s(
     latency = t.chain * alpha + t.any_chain * min(alpha, switch) + t.switch_chain * switch
     if t.chain_bytes > 0 and step_bytes_for(cand.algorithm, collective, cand.protocol) is None:
         latency += t.chain * t.chain_bytes / cta  # each op moves its block, then releases
-    return start + max(bw, latency) / _MARGIN
+    # no op moves a byte before it has paid its own step latency after the start
+    first = P.SWITCH_STEP_LATENCY_S if t.switch_only else min(alpha, switch)
+    return start + max(first + bw if bw > 0 else 0.0, latency) / _MARGIN
