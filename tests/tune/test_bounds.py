@@ -2,8 +2,8 @@
 
 Checked through the session's own path (``_Question.simulate``: the reference structure scaled to
 the size, with the pipelined algorithms' ``step_bytes``) for every enabled candidate of presets,
-groups of ranks, collectives, sizes and dtypes; and the search that prunes with it never builds a
-structure it does not simulate and still picks what simulating everything picks.
+groups of ranks, collectives, sizes and dtypes; and the search that prunes with it builds few
+structures and still picks what simulating everything picks.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_bound_never_beats_the_simulator_across_servers(preset: str, data: st.Da
     ("preset", "most"),
     [("dgx-h100", 4), pytest.param("2xdgx-h100", 8, marks=pytest.mark.slow)],
 )
-def test_pruning_builds_only_what_it_simulates_and_keeps_the_choice(preset: str, most: int) -> None:
+def test_pruning_builds_little_and_keeps_the_choice(preset: str, most: int) -> None:
     topology = resolve_topology(preset)
     request = BenchRequest(sizes_bytes=(1 << 30,))
     session = TuneSession()
@@ -90,8 +90,8 @@ def test_pruning_builds_only_what_it_simulates_and_keeps_the_choice(preset: str,
     (question,) = session._questions.values()
     simulated = {(c.algorithm, c.channels) for c, _ in choice.considered}
     built = {(a, ch) for a, ch, _ in question.compiled}
-    assert built == simulated
-    assert len(simulated) <= most  # of 25 (dgx-h100) / 45 (2xdgx-h100) candidates
+    assert simulated <= built  # built: simulated, or pruned by its structure's congestion bound
+    assert len(built) <= most  # of 25 (dgx-h100) / 45 (2xdgx-h100) candidates
     (everything,) = TuneSession().tune(topology, request)
     assert (choice.candidate, choice.time_s) == (everything.candidate, everything.time_s)
 

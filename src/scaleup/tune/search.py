@@ -20,7 +20,8 @@ its capacity and the algorithm's chain of dependent steps), which builds no op t
 structure of the candidate is already compiled its congestion bound
 (:meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`) raises it. Candidates are simulated
 cheapest bound first; one whose bound exceeds the best time found at this size (or equals it and
-comes later in candidate order, so it would lose the tie) is never built.
+comes later in candidate order, so it would lose the tie) is never built, and one that is built
+is not run when the congestion bound of its structure loses so.
 :meth:`TuneSession.tune` simulates every candidate at every size.
 """
 
@@ -146,6 +147,21 @@ class _Question:
         except ScheduleError as error:
             self.failed[structure] = error.one_line()
             return None
+
+    def prepare(self, cand: Candidate, nbytes: int) -> bool:
+        """Build, check and compile the structure ``cand`` runs at ``nbytes`` (what
+        :meth:`simulate` does first), so that its congestion bound is known before it is run;
+        False when it cannot be (the reason is kept in ``failed``)."""
+        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        structure = (cand.algorithm, cand.channels, chunks)
+        if structure in self.failed:
+            return False
+        try:
+            self.checked_for(*structure)
+        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+            self.failed[structure] = error.one_line()
+            return False
+        return True
 
     def simulate(self, cand: Candidate, nbytes: int, count: int) -> _Timed | None:
         """The candidate's timing at ``count`` elements, or None if it cannot be built, checked
@@ -384,7 +400,17 @@ class _Search:
         best: tuple[float, int, Candidate, _Timed] | None = None
         considered = []
         for cand in self._queue(count):
-            if best is not None and self._pruned(cand, count, best[:2]):
+            if (
+                best is not None
+                and (
+                    self._pruned(cand, count, best[:2])  # its bounds lose: never built
+                    or (  # built (as it would be to run it): its congestion bound may lose
+                        (cand, count) not in self.question.timed
+                        and self.question.prepare(cand, nbytes)
+                        and self._pruned(cand, count, best[:2])
+                    )
+                )
+            ):
                 self._observe(nbytes, count, cand, None, pruned=True)
                 continue
             timed = self.question.simulate(cand, nbytes, count)
