@@ -2,10 +2,12 @@
 
 A training step issues collectives over groups of ranks: a tensor-parallel group inside one
 server, a data-parallel group strided across servers, a pipeline pair. The planner asks for the
-time NCCL's tuner would achieve for each; this answers with the tuner's own choice (every enabled
-candidate simulated on the topology, the least time wins). A :class:`CollectiveTimer` keeps one
-:class:`~scaleup.tune.search.TuneSession` across its questions, so a question asked twice, or a
-structure timed at another size, is not built or compiled again.
+time NCCL's tuner would achieve for each; this answers with the tuner's own choice (the least
+simulated time over the enabled candidates, found by the session's branch and bound, which
+never builds a candidate whose lower bound already loses: the same choice as simulating all).
+A :class:`CollectiveTimer` keeps one :class:`~scaleup.tune.search.TuneSession` across its
+questions, so a question asked twice, or a structure timed at another size, is not built or
+compiled again.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def collective_time_s(
     group = resolve_group(topology, request, ranks)
     if len(topology.accelerators if group is None else group) == 1:
         return 0.0
-    return (session or TuneSession()).tune(topology, request, group=group)[0].time_s
+    return (session or TuneSession()).sweep(topology, request, group=group)[0].time_s
 
 
 class CollectiveTimer:

@@ -14,10 +14,14 @@ structure is then checked exactly; one that fails is dropped and the choice made
 
 Speed. :meth:`TuneSession.sweep` tunes ascending sizes with branch and bound over two lower
 bounds of a candidate's time at size S: its simulated time at a smaller size (a bigger message
-never finishes sooner on the same schedule shape), and the simulator's congestion bound (launch
-latency plus the bytes each channel, HBM and thread block must carry over its capacity;
-:meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`). Candidates are simulated cheapest bound
-first; one whose bound reaches the best time found at this size is not simulated.
+never finishes sooner on the same schedule shape), and :func:`scaleup.tune.bounds.lower_bound_s`
+(launch latency plus the larger of the bytes each rank, server and thread block must carry over
+its capacity and the algorithm's chain of dependent steps), which builds no op table; where a
+structure of the candidate is already compiled its congestion bound
+(:meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`) raises it. Candidates are simulated
+cheapest bound first; one whose bound exceeds the best time found at this size (or equals it and
+comes later in candidate order, so it would lose the tie) is never built, and one that is built
+is not run when the congestion bound of its structure loses so.
 :meth:`TuneSession.tune` simulates every candidate at every size.
 """
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
@@ -32,6 +37,7 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import ScheduleError, SimulationError, UsageError
 from scaleup.sim import CompiledSchedule, Network, SimResult, compile_schedule
 from scaleup.topology.model import Topology
+from scaleup.tune.bounds import GroupFabric, lower_bound_s
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import REFERENCE_BLOCKS, CheckedSet
 from scaleup.tune.choice import TunedChoice
@@ -77,23 +83,41 @@ class _Question:
         self.compiled: dict[tuple[str, int, int], CompiledSchedule] = {}
         self.timed: dict[tuple[Candidate, int], _Timed] = {}
         self.failed: dict[tuple[str, int, int], str] = {}
+        self._fabric: GroupFabric | None = None
+        self._bounds: dict[tuple[Candidate, int], float] = {}
+        self._params: dict[tuple[str, int], dict[str, Any]] = {}
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
 
+    def params(self, algorithm: str, channels: int) -> dict[str, Any]:
+        """The builder parameters of (``algorithm``, ``channels``) on this group, once."""
+        key = (algorithm, 0 if algorithm == "nvls_tree" else channels)
+        params = self._params.get(key)
+        if params is None:
+            if algorithm == "nvls_tree":  # server size and one head per NIC
+                params = nvls_tree_params(self.topology, self.group)
+            else:
+                params = self.shape.params(algorithm, channels)
+            self._params[key] = params
+        return params
+
     def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Schedule:
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
-        params = self.shape.params(algorithm, channels)
-        if algorithm == "nvls_tree":  # server size and one head per NIC
-            params = nvls_tree_params(self.topology, self.group)
+        params = self.params(algorithm, channels)
         return build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
 
-    def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule:
-        """The reference structure, compiled once (unchecked: bounds only need its bytes)."""
+    def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule | None:
+        """The reference structure, compiled once, unchecked (only explanations of pruned
+        candidates ask: the search itself never builds a structure to bound it); None when it
+        cannot be built or compiled."""
         key = (algorithm, channels, chunks)
         if key not in self.compiled:
-            count = self.reference_count(channels, chunks)
-            self.compiled[key] = self._compile(self.build(algorithm, count, channels, chunks))
+            try:
+                count = self.reference_count(channels, chunks)
+                self.compiled[key] = self._compile(self.build(algorithm, count, channels, chunks))
+            except (ScheduleError, SimulationError):
+                return None
         return self.compiled[key]
 
     def _compile(self, schedule: Schedule) -> CompiledSchedule:
@@ -124,6 +148,21 @@ class _Question:
             self.failed[structure] = error.one_line()
             return None
 
+    def prepare(self, cand: Candidate, nbytes: int) -> bool:
+        """Build, check and compile the structure ``cand`` runs at ``nbytes`` (what
+        :meth:`simulate` does first), so that its congestion bound is known before it is run;
+        False when it cannot be (the reason is kept in ``failed``)."""
+        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        structure = (cand.algorithm, cand.channels, chunks)
+        if structure in self.failed:
+            return False
+        try:
+            self.checked_for(*structure)
+        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+            self.failed[structure] = error.one_line()
+            return False
+        return True
+
     def simulate(self, cand: Candidate, nbytes: int, count: int) -> _Timed | None:
         """The candidate's timing at ``count`` elements, or None if it cannot be built, checked
         or simulated here (the reason is kept in ``failed``)."""
@@ -148,18 +187,34 @@ class _Question:
         timed = self.timed[(cand, count)] = _Timed(float(result.time_s), chunks, result)
         return timed
 
+    @property
+    def fabric(self) -> GroupFabric:
+        """The capacities around the group (:class:`~scaleup.tune.bounds.GroupFabric`), once."""
+        if self._fabric is None:
+            network = self.session.network(self.topology)
+            self._fabric = GroupFabric.of(self.topology, self.group, network)
+        return self._fabric
+
     def lower_bound_s(self, cand: Candidate, count: int) -> float:
-        """A lower bound of the candidate's time at ``count`` elements without simulating it:
-        :meth:`CompiledSchedule.lower_bound_s` of the chunks=1 structure, which carries the same
-        bytes as every pipelined depth. 0 when unknown."""
-        if (cand.algorithm, cand.channels, 1) in self.failed:
-            return 0.0
-        try:
-            compiled = self.compiled_for(cand.algorithm, cand.channels, 1)
-            scale = count / self.reference_count(cand.channels, 1)
-            return float(compiled.lower_bound_s(cand.protocol, dtype=self.dtype, scale=scale))
-        except (ScheduleError, SimulationError):
-            return 0.0
+        """A lower bound of the candidate's time at ``count`` elements that builds nothing:
+        :func:`scaleup.tune.bounds.lower_bound_s` from the algorithm's structure, raised to
+        :meth:`CompiledSchedule.lower_bound_s` (the congestion bound, tighter where a channel
+        carries more than its share) when a structure of the candidate is already compiled
+        (every pipelined depth carries the same bytes)."""
+        key = (cand, count)
+        bound = self._bounds.get(key)
+        if bound is None:
+            bound = self._bounds[key] = lower_bound_s(
+                self.topology, self.group, self.fabric, self.collective, cand, count,
+                params=self.params(cand.algorithm, cand.channels), dtype=self.dtype,
+                root=self.root,
+            )  # fmt: skip
+        for (algorithm, channels, chunks), compiled in self.compiled.items():
+            if (algorithm, channels) == (cand.algorithm, cand.channels):
+                scale = count / self.reference_count(channels, chunks)
+                congestion = compiled.lower_bound_s(cand.protocol, dtype=self.dtype, scale=scale)
+                return max(bound, float(congestion))
+        return bound
 
 
 class TuneSession:
@@ -330,12 +385,17 @@ class _Search:
             queue.insert(0, self.first)
         return queue
 
-    def _pruned(self, cand: Candidate, count: int, best_s: float) -> bool:
+    def _pruned(self, cand: Candidate, count: int, best: tuple[float, int]) -> bool:
+        """Whether ``cand`` cannot beat ``best`` (time, candidate order): a lower bound above the
+        best time, or equal to it when ``cand`` comes later in candidate order (a tie it would
+        lose); its time at a smaller size, or :meth:`_Question.lower_bound_s`."""
         if self.bounds is None:
             return False
-        if self.bounds.get(cand, 0.0) >= best_s:
-            return True  # its time at a smaller size already reaches the best here
-        return self.question.lower_bound_s(cand, count) >= best_s  # nor can its congestion bound
+        loses = self.order[cand] > best[1]
+        for bound in (self.bounds.get(cand, 0.0), self.question.lower_bound_s(cand, count)):
+            if bound > best[0] or (loses and bound == best[0]):
+                return True
+        return False
 
     def _fastest(
         self, nbytes: int, count: int
@@ -345,7 +405,17 @@ class _Search:
         best: tuple[float, int, Candidate, _Timed] | None = None
         considered = []
         for cand in self._queue(count):
-            if best is not None and self._pruned(cand, count, best[0]):
+            if (
+                best is not None
+                and (
+                    self._pruned(cand, count, best[:2])  # its bounds lose: never built
+                    or (  # built (as it would be to run it): its congestion bound may lose
+                        (cand, count) not in self.question.timed
+                        and self.question.prepare(cand, nbytes)
+                        and self._pruned(cand, count, best[:2])
+                    )
+                )
+            ):
                 self._observe(nbytes, count, cand, None, pruned=True)
                 continue
             timed = self.question.simulate(cand, nbytes, count)
@@ -375,11 +445,13 @@ class _Search:
             return
         chunks = chunks_for(cand.algorithm, q.collective, nbytes, cand.channels, cand.protocol)
         key, first = (cand.algorithm, cand.channels, chunks), (cand.algorithm, cand.channels, 1)
+        compiled = q.compiled.get(key) or q.compiled.get(first)
+        if pruned and compiled is None:  # explaining: the structure whose bound is shown
+            compiled = q.compiled_for(*first)
         q.session.observer(CandidateOutcome(
             q.topology, q.group, q.collective, nbytes, count, cand, chunks,
             "pruned" if pruned else "failed" if timed is None else "simulated",
             time_s=None if timed is None else timed.time_s, result=timed.result if timed else None,
             bound_s=max((self.bounds or {}).get(cand, 0.0), q.lower_bound_s(cand, count))
-            if pruned else None, compiled=q.compiled.get(key) or q.compiled.get(first),
-            reason=q.failed.get(key, ""),
+            if pruned else None, compiled=compiled, reason=q.failed.get(key, ""),
         ))  # fmt: skip
