@@ -329,6 +329,20 @@ def resolve_group(
     return None if ranks == tuple(range(n_all)) else ranks
 
 
+#: Times within this relative difference are a tie (broken by candidate order): the flow-class
+#: path and the per-flow path (``--exact``) add the same rates in another order, and a tie in one
+#: must stay a tie in the other.
+TIE_RTOL = 1e-9
+
+
+def _beats(time_s: float, order: int, best: tuple[float, int]) -> bool:
+    """Whether (``time_s``, ``order``) wins over ``best``: faster beyond a tie, or a tie and
+    earlier in candidate order."""
+    if time_s < best[0] * (1 - TIE_RTOL):
+        return True
+    return time_s <= best[0] * (1 + TIE_RTOL) and order < best[1]
+
+
 class _Search:
     """One pass over the sizes of a request: the candidates and, when pruning, each candidate's
     time at the last size it was simulated at (a lower bound at every larger size) and the
@@ -393,7 +407,7 @@ class _Search:
             return False
         loses = self.order[cand] > best[1]
         for bound in (self.bounds.get(cand, 0.0), self.question.lower_bound_s(cand, count)):
-            if bound > best[0] or (loses and bound == best[0]):
+            if bound > best[0] * (1 + TIE_RTOL) or (loses and bound >= best[0] * (1 - TIE_RTOL)):
                 return True
         return False
 
@@ -425,7 +439,7 @@ class _Search:
             considered.append((cand, timed.time_s))
             if self.bounds is not None:
                 self.bounds[cand] = timed.time_s
-            if best is None or (timed.time_s, self.order[cand]) < (best[0], best[1]):
+            if best is None or _beats(timed.time_s, self.order[cand], best[:2]):
                 best = (timed.time_s, self.order[cand], cand, timed)
         if best is None:
             q = self.question
