@@ -14,7 +14,9 @@ the forward pass (``+ 2 N + 4 L h s``, i.e. x 4/3), selective recomputation the 
 
 Communication: every distinct call of :func:`scaleup.workload.traffic.step_traffic` is timed
 once by the tuner (:class:`scaleup.tune.CollectiveTimer`: the schedule NCCL's rules would pick,
-simulated on the ranks of that group, one tuning session per plan), times its count. Overlap
+simulated on the ranks of that group, one tuning session per plan), times its count. The group
+is simulated on the part of the fabric it can reach and once per class of equivalent groups
+(:class:`~scaleup.workload.groups.GroupTimer`: exact, see there). Overlap
 (``overlap=``):
 
 - ``"none"``: every collective is exposed;
@@ -38,8 +40,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from scaleup.errors import UsageError
-from scaleup.tune import CollectiveTimer
 from scaleup.workload.config import ParallelConfig
+from scaleup.workload.groups import GroupTimer
 from scaleup.workload.models import ModelSpec
 from scaleup.workload.traffic import CommCall, step_traffic
 
@@ -66,8 +68,9 @@ CommTimer = Callable[..., float]
 
 
 def default_comm_timer() -> CommTimer:
-    """The tuner's ``collective_time_s`` with a session of its own (:class:`CollectiveTimer`)."""
-    return CollectiveTimer()
+    """The tuner's choice with a session of its own, each group timed on its sub-fabric once
+    per class of equivalent groups (:class:`~scaleup.workload.groups.GroupTimer`)."""
+    return GroupTimer()
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
