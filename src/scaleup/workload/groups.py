@@ -32,7 +32,7 @@ permutation this labelling does not find are simply timed again: never a wrong r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,6 +247,30 @@ class GroupTimer:
             fab = self._fabrics[key] = group_fabric(topology, key[1], index=held[1])
         return fab
 
+    def prefetch(
+        self, topology: Topology, questions: Iterable[tuple[str, int, Sequence[int], str]]
+    ) -> None:
+        """Time several ``(collective, nbytes, ranks, dtype)`` at once: the sizes of one class
+        and collective go to one :meth:`~scaleup.tune.TuneSession.sweep`, whose branch and bound
+        prunes a larger size's candidates with a smaller size's times (the same least times as
+        asking one by one). Later calls with these questions are answered from memory."""
+        todo: dict[tuple[Any, ...], tuple[GroupFabric, set[int]]] = {}
+        for collective, nbytes, ranks, dtype in questions:
+            if len(ranks) <= 1:
+                continue
+            fab = self.fabric(topology, ranks)
+            if (fab.key, collective, int(nbytes), dtype) in self._times:
+                continue
+            todo.setdefault((fab.key, collective, dtype), (fab, set()))[1].add(int(nbytes))
+        for (_, collective, dtype), (fab, sizes) in todo.items():
+            self._sweep(fab, collective, dtype, sorted(sizes))
+
+    def _sweep(self, fab: GroupFabric, collective: str, dtype: str, sizes: list[int]) -> None:
+        request = BenchRequest(op=collective, sizes_bytes=tuple(sizes), dtype=dtype)
+        choices = self.session.sweep(fab.topology, request, group=fab.ranks)
+        for nbytes, choice in zip(sizes, choices, strict=True):
+            self._times[(fab.key, collective, nbytes, dtype)] = float(choice.time_s)
+
     def __call__(
         self,
         topology: Topology,
@@ -263,7 +287,5 @@ class GroupTimer:
         fab = self.fabric(topology, group)
         key = (fab.key, collective, int(nbytes), dtype)
         if key not in self._times:
-            request = BenchRequest(op=collective, sizes_bytes=(int(nbytes),), dtype=dtype)
-            choice = self.session.sweep(fab.topology, request, group=fab.ranks)[0]
-            self._times[key] = float(choice.time_s)
+            self._sweep(fab, collective, dtype, [int(nbytes)])
         return self._times[key]

@@ -276,9 +276,15 @@ def step_time(
     dtype = cfg.precision.comm_dtype
     cache: dict[Any, float] = {}
     stages = sorted({0, cfg.pp - 1})
+    traffic = {stage: step_traffic(model, cfg, stage=stage) for stage in stages}
+    prefetch = getattr(timer, "prefetch", None)
+    if callable(prefetch):  # a timer that times many sizes at once (GroupTimer) gets them all
+        prefetch(
+            topology, [(c.collective, c.nbytes, c.ranks, dtype) for s in stages for c in traffic[s]]
+        )
     best: tuple[float, int, Any, list[TimedCall]] | None = None
     for stage in stages:
-        timed = _time_calls(step_traffic(model, cfg, stage=stage), topology, timer, dtype, cache)
+        timed = _time_calls(traffic[stage], topology, timer, dtype, cache)
         result = _stage_step(model, cfg, stage, timed, flops_per_s, overlap)
         total = result[0] + result[1] + sum(result[3].values())
         if best is None or total > best[0]:
