@@ -10,13 +10,28 @@ times a bare dataflow ring without the local copies (timing only, not verifiable
 time is included in the reported total. ``--bench`` times the real ``scaleup bench`` sweep
 (tuner included) per preset, in this process. Every table line notes the 1-minute load average
 (the machine is shared).
+
+``--astra 64,256,1024`` runs the ASTRA-sim comparison workload (docs: BENCHMARKS.md, "Issue 13"):
+ring all-reduce of 1 GiB on (a) a 1-D ring of N NPUs, each linked to its two neighbours, and (b)
+one switch of N NPUs, at 400 GB/s per direction per NPU. Each case runs in a subprocess of its
+own, so wall time and peak RSS (``ru_maxrss``) are the case's alone (topology build + tuning +
+simulation, interpreter start excluded). The tuner is pinned to ``ring``; it picks the channels
+and the protocol as NCCL would, unless ``--astra-channels N`` pins the channel count (one channel
+is one thread block, capped at NCCL's per-channel rate, ~40 GB/s here). The closed form printed
+next to it is ``2(N-1)/N * S/B + 2(N-1) * alpha`` with alpha = 936.25 ns per hop, ASTRA-sim's
+setting; scaleup has no per-link latency override, so its hops carry the catalog's (see
+:func:`astra_topology`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -28,6 +43,19 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import ScaleupError
 from scaleup.sim import compile_schedule
 from scaleup.topology import resolve_topology
+from scaleup.topology.generators import switched
+from scaleup.topology.model import Device, Link, Topology
+from scaleup.tune import BenchRequest, TuneSession
+
+#: ASTRA-sim's comparison setting (research notes, wave 2, section 3): 1 GiB, 400 GB/s per
+#: direction per NPU, 936.25 ns per hop.
+ASTRA_BYTES = 1 << 30
+ASTRA_GB_PER_S = 400.0
+ASTRA_HOP_S = 936.25e-9
+#: The NPU and link of the comparison fabrics: the catalog's generic UALink accelerator and its
+#: link (payload efficiency 0.93, the closest to ASTRA-sim's ideal link of the scale-up techs),
+#: every link overridden to 400 GB/s per direction; hop latency stays the catalog's.
+ASTRA_NPU, ASTRA_LINK, ASTRA_SWITCH = "UALink-XPU", "ualink1", "ualink-switch"
 
 
 def dataflow_ring(n: int, count: int) -> Schedule:
@@ -136,6 +164,82 @@ def sweep(preset: str) -> None:
     print(f"| {preset} | {runs} | {el:.2f} | {el / max(runs, 1) * 1e3:.2f} | {load()} |")
 
 
+def astra_topology(kind: str, n: int) -> Topology:
+    """(a) ``ring``: N NPUs, NPU i linked to i+1 (mod N), one 400 GB/s link each way; (b)
+    ``switch``: N NPUs with one 400 GB/s link each into ``ualink-switch`` (128 ports: one chip
+    up to N = 128, beyond it :func:`~scaleup.topology.generators.switched` builds a non-blocking
+    two-tier Clos of that chip, as no catalog switch has N ports)."""
+    if kind == "ring":
+        devices = [Device.of(f"g{i}", ASTRA_NPU) for i in range(n)]
+        links = [Link(f"g{i}", f"g{(i + 1) % n}", ASTRA_LINK, 1, ASTRA_GB_PER_S) for i in range(n)]
+        return Topology(f"astra-ring-{n}", tuple(devices), tuple(links))
+    topo = switched(n, ASTRA_NPU, ASTRA_SWITCH, tech=ASTRA_LINK, name=f"astra-switch-{n}")
+    # every physical link at 400 GB/s: one per NPU, and the Clos stays non-blocking
+    links = tuple(Link(x.a, x.b, x.tech, x.count, ASTRA_GB_PER_S) for x in topo.links)
+    return Topology(topo.name, topo.devices, links)
+
+
+def astra_case(kind: str, n: int, channels: int) -> dict[str, object]:
+    """One case, in this process: build, tune (ring pinned), simulate; figures as a dict."""
+    t0 = time.perf_counter()
+    topo = astra_topology(kind, n)
+    request = BenchRequest(
+        op="all_reduce",
+        sizes_bytes=(ASTRA_BYTES,),
+        dtype="float32",
+        algorithm="ring",
+        channels=channels or None,
+    )
+    choice = TuneSession().sweep(topo, request)[0]
+    wall = time.perf_counter() - t0
+    hops = 2 * (n - 1)
+    closed = hops / n * ASTRA_BYTES / (ASTRA_GB_PER_S * 1e9) + hops * ASTRA_HOP_S
+    return {
+        "kind": kind,
+        "n": n,
+        "wall_s": wall,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "time_s": choice.time_s,
+        "busbw_gb_per_s": ASTRA_BYTES / choice.time_s * hops / n / 1e9,
+        "closed_s": closed,
+        "closed_busbw_gb_per_s": ASTRA_BYTES / closed * hops / n / 1e9,
+        "choice": f"{choice.algorithm} {choice.protocol} x{choice.channels}",
+        "switches": len(topo.switches),
+        "hop_latency_s": sorted({c.latency_s for c in topo.channels}),
+    }
+
+
+def astra(sizes: list[int], channels: int, timeout_s: float) -> None:
+    """Every (fabric, N) in a subprocess of its own; one table row each."""
+    print(
+        "| fabric | N | wall s | peak RSS MiB | simulated ms | busbw GB/s "
+        "| closed form ms | closed busbw GB/s | choice | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for kind in ("ring", "switch"):
+        for n in sizes:
+            cmd = [sys.executable, __file__, "--astra-case", f"{kind}:{n}:{channels}"]
+            try:
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=timeout_s, check=True
+                )
+            except subprocess.TimeoutExpired:
+                print(f"| {kind} | {n} | > {timeout_s:.0f} (stopped) | | | | | | | {load()} |")
+                continue
+            except subprocess.CalledProcessError as error:
+                last = (error.stderr.strip().splitlines() or ["?"])[-1]
+                print(f"| {kind} | {n} | failed: {last} | | | | | | | {load()} |")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(
+                f"| {kind}{' (Clos)' if r['switches'] > 1 else ''} | {n} | {r['wall_s']:.2f} "
+                f"| {r['peak_rss_mib']:.0f} | {r['time_s'] * 1e3:.3f} "
+                f"| {r['busbw_gb_per_s']:.1f} | {r['closed_s'] * 1e3:.3f} "
+                f"| {r['closed_busbw_gb_per_s']:.1f} | {r['choice']} | {load()} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", default="64,128,256,512,1024")
@@ -145,7 +249,19 @@ def main() -> None:
     )
     parser.add_argument("--sweep", default="dgx-h100,gb200-nvl72")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--astra", default="", help="ASTRA-sim workload sizes, e.g. 64,256")
+    parser.add_argument("--astra-channels", type=int, default=0, help="0: the tuner picks")
+    parser.add_argument("--astra-timeout", type=float, default=600.0, help="seconds per case")
+    parser.add_argument("--astra-case", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.astra_case:  # a child of --astra: one case, one JSON line
+        kind, n, channels = args.astra_case.split(":")
+        print(json.dumps(astra_case(kind, int(n), int(channels))))
+        return
+    if args.astra:
+        print("\nASTRA-sim comparison: ring all-reduce of 1 GiB, 400 GB/s per direction per NPU\n")
+        astra([int(x) for x in args.astra.split(",")], args.astra_channels, args.astra_timeout)
+        return
     print(
         f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}"
     )

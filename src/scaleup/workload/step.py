@@ -14,7 +14,9 @@ the forward pass (``+ 2 N + 4 L h s``, i.e. x 4/3), selective recomputation the 
 
 Communication: every distinct call of :func:`scaleup.workload.traffic.step_traffic` is timed
 once by the tuner (:class:`scaleup.tune.CollectiveTimer`: the schedule NCCL's rules would pick,
-simulated on the ranks of that group, one tuning session per plan), times its count. Overlap
+simulated on the ranks of that group, one tuning session per plan), times its count. The group
+is simulated on the part of the fabric it can reach and once per class of equivalent groups
+(:class:`~scaleup.workload.groups.GroupTimer`: exact, see there). Overlap
 (``overlap=``):
 
 - ``"none"``: every collective is exposed;
@@ -38,8 +40,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from scaleup.errors import UsageError
-from scaleup.tune import CollectiveTimer
 from scaleup.workload.config import ParallelConfig
+from scaleup.workload.groups import GroupTimer
 from scaleup.workload.models import ModelSpec
 from scaleup.workload.traffic import CommCall, step_traffic
 
@@ -66,8 +68,9 @@ CommTimer = Callable[..., float]
 
 
 def default_comm_timer() -> CommTimer:
-    """The tuner's ``collective_time_s`` with a session of its own (:class:`CollectiveTimer`)."""
-    return CollectiveTimer()
+    """The tuner's choice with a session of its own, each group timed on its sub-fabric once
+    per class of equivalent groups (:class:`~scaleup.workload.groups.GroupTimer`)."""
+    return GroupTimer()
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -273,9 +276,15 @@ def step_time(
     dtype = cfg.precision.comm_dtype
     cache: dict[Any, float] = {}
     stages = sorted({0, cfg.pp - 1})
+    traffic = {stage: step_traffic(model, cfg, stage=stage) for stage in stages}
+    prefetch = getattr(timer, "prefetch", None)
+    if callable(prefetch):  # a timer that times many sizes at once (GroupTimer) gets them all
+        prefetch(
+            topology, [(c.collective, c.nbytes, c.ranks, dtype) for s in stages for c in traffic[s]]
+        )
     best: tuple[float, int, Any, list[TimedCall]] | None = None
     for stage in stages:
-        timed = _time_calls(step_traffic(model, cfg, stage=stage), topology, timer, dtype, cache)
+        timed = _time_calls(traffic[stage], topology, timer, dtype, cache)
         result = _stage_step(model, cfg, stage, timed, flops_per_s, overlap)
         total = result[0] + result[1] + sum(result[3].values())
         if best is None or total > best[0]:

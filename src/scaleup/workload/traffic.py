@@ -36,7 +36,16 @@ from scaleup.workload.config import ParallelConfig
 from scaleup.workload.memory import stage_params
 from scaleup.workload.models import ModelSpec
 
-__all__ = ["CommCall", "Kind", "step_traffic", "tp_bytes_per_layer"]
+__all__ = [
+    "CommCall",
+    "Kind",
+    "dp_group",
+    "groups",
+    "pp_pair",
+    "step_traffic",
+    "tp_bytes_per_layer",
+    "tp_group",
+]
 
 Kind = Literal["tp", "ep", "pp", "dp"]
 
@@ -65,14 +74,45 @@ class CommCall:
         return data
 
 
-def tp_group(cfg: ParallelConfig) -> tuple[int, ...]:
-    """Ranks of rank 0's TP group: ``0 .. tp-1``."""
-    return tuple(range(cfg.tp))
+def tp_group(cfg: ParallelConfig, rank: int = 0) -> tuple[int, ...]:
+    """Ranks of ``rank``'s TP group: ``tp`` consecutive ranks (rank 0's: ``0 .. tp-1``)."""
+    first = rank - rank % cfg.tp
+    return tuple(range(first, first + cfg.tp))
 
 
-def dp_group(cfg: ParallelConfig) -> tuple[int, ...]:
-    """Ranks of rank 0's DP group: stride ``tp``."""
-    return tuple(cfg.tp * d for d in range(cfg.dp))
+def dp_group(cfg: ParallelConfig, rank: int = 0) -> tuple[int, ...]:
+    """Ranks of ``rank``'s DP group: stride ``tp`` within its pipeline stage."""
+    t, stage = rank % cfg.tp, rank // (cfg.tp * cfg.dp)
+    return tuple(t + cfg.tp * (d + cfg.dp * stage) for d in range(cfg.dp))
+
+
+def pp_pair(cfg: ParallelConfig, rank: int = 0) -> tuple[int, ...]:
+    """``rank`` (not of the last stage) and its next pipeline neighbour, ``tp * dp`` ranks on."""
+    return (rank, rank + cfg.tp * cfg.dp)
+
+
+def groups(cfg: ParallelConfig, kind: Kind) -> list[tuple[int, ...]]:
+    """Every group of ``kind`` of the job (``"tp"``, ``"dp"``, ``"ep"``, ``"pp"``: pipeline
+    pairs), each once, in order of its first rank: all of them are timed as rank 0's is, and
+    on a regular fabric they fall into a few classes (:mod:`scaleup.workload.groups`).
+
+    >>> groups(ParallelConfig(tp=2, dp=2), "dp")
+    [(0, 2), (1, 3)]
+    """
+    of = {"tp": tp_group, "dp": dp_group, "ep": _ep_group_of, "pp": pp_pair}[kind]
+    seen: dict[tuple[int, ...], None] = {}
+    last = cfg.n_devices - (cfg.tp * cfg.dp if kind == "pp" else 0)
+    for rank in range(last):
+        group = of(cfg, rank)
+        if len(group) > 1 and (kind == "pp" or rank == min(group)):
+            seen.setdefault(group, None)
+    return list(seen)
+
+
+def _ep_group_of(cfg: ParallelConfig, rank: int) -> tuple[int, ...]:
+    dp_ranks = dp_group(cfg, rank)
+    first = dp_ranks.index(rank) // cfg.ep * cfg.ep
+    return dp_ranks[first : first + cfg.ep]
 
 
 def ep_group(cfg: ParallelConfig) -> tuple[int, ...]:
@@ -153,7 +193,7 @@ def _pp_calls(model: ModelSpec, cfg: ParallelConfig, m: int) -> list[CommCall]:
     if cfg.pp == 1:
         return []
     nbytes = tp_bytes_per_layer(model, cfg) // cfg.tp
-    pair = (0, cfg.tp * cfg.dp)
+    pair = pp_pair(cfg)
     return [
         CommCall(
             "pp",
