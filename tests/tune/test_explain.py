@@ -10,6 +10,7 @@ from scaleup.topology import resolve_topology
 from scaleup.tune import BenchRequest, TuneSession, candidates
 from scaleup.tune.explain import explain_sweep
 from scaleup.tune.explain_paths import ChannelPath, _describe
+from scaleup.tune.search import TIE_RTOL
 
 DGX = resolve_topology("dgx-h100")
 GIB = 1 << 30
@@ -64,11 +65,11 @@ def test_every_candidate_is_listed_once_and_the_choice_is_the_least(sweep):
         assert chosen.candidate == choice.candidate
         assert chosen.time_s == choice.time_s
         times = [c.time_s for c in e.candidates if c.status == "simulated"]
-        assert chosen.time_s == min(times)
+        assert chosen.time_s <= min(times) * (1 + TIE_RTOL)  # a tie goes to candidate order
         for c in e.candidates:
             if c.status == "pruned":
                 assert c.time_s is None
-                assert c.bound_s >= chosen.time_s
+                assert c.bound_s >= chosen.time_s * (1 - TIE_RTOL)
             assert c.bound is not None
             assert c.channel_paths
 
