@@ -82,7 +82,7 @@ def bench_rows(
     Examples
     --------
     >>> rows = bench_rows("dgx-h100", BenchRequest(sizes_bytes=(1 << 20,)))
-    >>> rows[0].busbw_gb_per_s / rows[0].algbw_gb_per_s
+    >>> round(rows[0].busbw_gb_per_s / rows[0].algbw_gb_per_s, 9)
     1.75
     """
     topo = topology if isinstance(topology, Topology) else resolve_topology(topology)
