@@ -133,7 +133,8 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
 def _generator(c: CompiledSchedule, ranks: _RankOps, target: int) -> Generator | None:
     for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
-        if sigma is None or _device_image(c, sigma) is None:  # the fabric cannot follow
+        tau = None if sigma is None else _device_image(c, sigma)
+        if sigma is None or tau is None:  # no permutation, or the fabric cannot follow it
             continue
         kappa = ranks.tag_map(sigma)
         if kappa is None:
@@ -141,7 +142,7 @@ def _generator(c: CompiledSchedule, ranks: _RankOps, target: int) -> Generator |
         op_image = ranks.op_image(sigma, kappa)
         if op_image is None:
             continue
-        con_image = _constraint_image(c, sigma, kappa)
+        con_image = _constraint_image(c, tau, kappa)
         if con_image is None:
             continue
         return Generator(sigma, kappa, op_image, con_image)
@@ -347,14 +348,11 @@ def _match_neighbours(c: CompiledSchedule, tau: np.ndarray) -> np.ndarray | None
 
 
 def _constraint_image(
-    c: CompiledSchedule, sigma: np.ndarray, kappa: dict[int, int]
+    c: CompiledSchedule, tau: np.ndarray, kappa: dict[int, int]
 ) -> np.ndarray | None:
-    """Image of every network constraint and thread block under (``sigma``, ``kappa``)
-    (-1: unknown)."""
+    """Image of every network constraint and thread block under the device permutation ``tau``
+    (from :func:`_device_image`) and the tag map ``kappa`` (-1: unknown)."""
     net = c.net
-    tau = _device_image(c, sigma)
-    if tau is None:
-        return None
     n_dev, n_acc = net.n_devices, len(net.acc_devices)
     rank_of_dev = np.full(n_dev, -1, dtype=np.int64)
     rank_of_dev[net.acc_devices] = np.arange(n_acc)
