@@ -170,6 +170,7 @@ def test_runtime_reports_the_redop_and_root_asked_for():
         ("--channels", ["--channels", "2"]),
         ("--tuner", ["--tuner", "all"]),
         ("--no-p2p", ["--no-p2p"]),
+        ("--exact", ["--exact"]),
     ],
 )
 def test_simulator_flags_are_refused_with_runtime(flag, args):

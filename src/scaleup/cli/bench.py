@@ -166,6 +166,7 @@ def _check_mode(flags: BenchFlags) -> None:
         "--tuner": flags.tuner is not None,
         "--no-p2p": flags.no_p2p,
         "--explain": flags.explain,
+        "--exact": flags.exact,
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:
