@@ -1,0 +1,106 @@
+"""Predicates of a group of ranks, as the tuner's enable rules ask them (NVLS, LL128, links).
+
+Split from :mod:`scaleup.topology.analysis` (which re-exports them): each takes an optional
+``ranks`` (indices into ``accelerators``: the group the question is about, default all) and reads
+the catalog's typed link fields (``family``, ``scope``), never the spelling of a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scaleup import hardware
+from scaleup.topology.model import Channel, Device, NodeKind, Topology
+
+__all__ = [
+    "is_full_mesh",
+    "links_per_accelerator",
+    "nvlink_class",
+    "nvls_capable",
+    "nvls_tree_capable",
+    "rank_nodes",
+]
+
+
+def _rank_devices(t: Topology, ranks: Sequence[int] | None) -> list[Device]:
+    accs = t.accelerators
+    return list(accs) if ranks is None else [accs[r] for r in ranks]
+
+
+def _channels_out(t: Topology, devices: list[Device]) -> dict[str, list[Channel]]:
+    """The channels leaving each of ``devices``, in ``t.channels`` order."""
+    out: dict[str, list[Channel]] = {d.id: [] for d in devices}
+    for c in t.channels:
+        if c.src in out:
+            out[c.src].append(c)
+    return out
+
+
+def rank_nodes(t: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The server (``Device.node``) of every rank of the group."""
+    return tuple(int(d.node) for d in _rank_devices(t, ranks))
+
+
+def nvls_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether NVLink SHARP applies to the group: peer access on, every rank in one server (or
+    switch domain), and every switch a rank's NVLink-family links reach reduces in the switch
+    (links of other families, to hosts or NICs, are left out). A rank with no NVLink switch at
+    all does not qualify."""
+    if not t.peer_access:
+        return False
+    devices = _rank_devices(t, ranks)
+    if len({d.node for d in devices}) > 1:
+        return False
+    for channels in _channels_out(t, devices).values():
+        ends = [t.device(c.dst) for c in channels]
+        specs = [hardware.switch_chip(d.type) for d in ends if d.kind is NodeKind.SWITCH]
+        nvlink = [s for s in specs if s.link_tech and _family(s.link_tech) == "nvlink"]
+        if not nvlink or not all(s.in_switch_reduction for s in nvlink):
+            return False
+    return True
+
+
+def nvls_tree_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether NVLS-Tree applies to the group: it spans more than one server and, inside every
+    server, its ranks are :func:`nvls_capable` (NVLink SHARP switches reduce for every rank
+    there). Whether the servers' NICs suffice is the tuner's business (one head per NIC)."""
+    if not t.peer_access:
+        return False
+    devices = _rank_devices(t, ranks)
+    accs = {d.id: i for i, d in enumerate(t.accelerators)}
+    by_node: dict[int, list[int]] = {}
+    for d in devices:
+        by_node.setdefault(int(d.node), []).append(accs[d.id])
+    return len(by_node) > 1 and all(nvls_capable(t, group) for group in by_node.values())
+
+
+def nvlink_class(t: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether every rank of the group has an NVLink-family link (NCCL's LL128 enable rule:
+    LL128 on NVLink paths, never over PCIe-only or host-staged paths); False without peer
+    access."""
+    if not t.peer_access:
+        return False
+    channels = _channels_out(t, _rank_devices(t, ranks))
+    return all(any(_family(c.tech) == "nvlink" for c in out) for out in channels.values())
+
+
+def links_per_accelerator(t: Topology, ranks: Sequence[int] | None = None) -> int:
+    """Fewest scale-up links (``scope == "scale-up"``, counted with multiplicity) of any rank of
+    the group; 0 for an empty group."""
+    channels = _channels_out(t, _rank_devices(t, ranks))
+    counts = [
+        sum(c.count for c in out if hardware.link_tech(c.tech).scope == "scale-up")
+        for out in channels.values()
+    ]
+    return min(counts, default=0)
+
+
+def is_full_mesh(t: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether the group has more than two ranks and every ordered pair is directly linked."""
+    ids = [d.id for d in _rank_devices(t, ranks)]
+    index = t.channel_index
+    return len(ids) > 2 and all((a, b) in index for a in ids for b in ids if a != b)
+
+
+def _family(tech: str) -> str:
+    return str(hardware.link_tech(tech).family)
