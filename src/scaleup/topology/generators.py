@@ -25,8 +25,9 @@ from collections.abc import Sequence
 
 from scaleup import hardware, limits
 from scaleup.errors import UsageError
+from scaleup.topology.elements import bulk
 from scaleup.topology.fabric import build_fat_tree, leaf_down_ports, plan_fat_tree
-from scaleup.topology.model import Device, Link, NodeKind, Topology, bulk
+from scaleup.topology.model import Device, Link, NodeKind, Topology
 
 __all__ = ["clos", "full_mesh", "multi_node", "pcie_tree", "switched"]
 
