@@ -10,7 +10,8 @@ from scaleup.errors import TopologyFileError, UnknownPreset, UsageError
 from scaleup.topology import NodeKind, Topology, list_presets, resolve_topology
 from scaleup.topology import analysis as A
 from scaleup.topology.generators import full_mesh, multi_node, pcie_tree, switched
-from scaleup.topology.presets import DGX1V_LINKS, MI250X_16_LINKS, PRESETS, parse_params
+from scaleup.topology.machines import DGX1V_LINKS, MI250X_16_LINKS
+from scaleup.topology.presets import PRESETS, parse_params
 
 
 def _ualink_available() -> bool:
