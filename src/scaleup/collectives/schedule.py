@@ -25,265 +25,27 @@ by the runtime.
 Storage is columnar (:class:`OpTable`, read-only numpy arrays with CSR lists for sources,
 destinations and dependencies) so that a 1024-rank ring of two million ops stays cheap to build,
 simulate and serialise; :attr:`Schedule.ops` materialises :class:`Op` objects lazily.
+
+The rows and their columnar table live in :mod:`~scaleup.collectives.op_table` (re-exported
+here); this module holds the :class:`Schedule` that validates, measures and serialises them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 
+from scaleup.collectives.op_table import Buffer, Chunk, Op, OpKind, OpsView, OpTable, csr_rows
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import InputError, ScheduleError
 
 __all__ = ["SCHEDULE_FORMAT", "Buffer", "Chunk", "Op", "OpKind", "OpTable", "Schedule"]
 
 SCHEDULE_FORMAT = "scaleup.schedule/1"
-
-
-class Buffer(IntEnum):
-    """The per-rank buffers a chunk can live in."""
-
-    INPUT = 0
-    OUTPUT = 1
-    SCRATCH = 2
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
-
-class OpKind(IntEnum):
-    """What an op does (see the module docstring)."""
-
-    COPY = 0
-    REDUCE = 1
-    SWITCH_REDUCE = 2
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """``count`` elements at ``offset`` of one rank's buffer."""
-
-    rank: int
-    buffer: Buffer
-    offset: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"r{self.rank}.{Buffer(self.buffer).label}[{self.offset}:{self.offset + self.count}]"
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One operation of a schedule (a row of its :class:`OpTable`)."""
-
-    id: int
-    kind: OpKind
-    rank: int
-    srcs: tuple[Chunk, ...]
-    dsts: tuple[Chunk, ...]
-    deps: tuple[int, ...] = ()
-    channel: int = 0
-    step: int = 0
-
-    @property
-    def count(self) -> int:
-        """Elements moved (every chunk of an op has the same count)."""
-        return self.dsts[0].count if self.dsts else 0
-
-    def __str__(self) -> str:
-        srcs = ", ".join(map(str, self.srcs))
-        dsts = ", ".join(map(str, self.dsts))
-        deps = ",".join(map(str, self.deps)) or "-"
-        return (
-            f"op {self.id:>5} {OpKind(self.kind).label:<13} by r{self.rank:<3} "
-            f"{srcs} -> {dsts}  deps {deps}  ch{self.channel} step {self.step}"
-        )
-
-
-def _frozen(array: Any, dtype: Any) -> np.ndarray:
-    out = np.ascontiguousarray(array, dtype=dtype)
-    if out.base is not None or out.flags.writeable:
-        out = out.copy()
-    out.flags.writeable = False
-    return out
-
-
-@dataclass(frozen=True, eq=False)
-class OpTable:
-    """Columnar storage of a schedule's ops; every array is read-only.
-
-    Row ``i`` is op ``i``. Sources of op ``i`` are rows ``src_ptr[i]:src_ptr[i+1]`` of the
-    ``src_*`` arrays (CSR), likewise destinations and dependencies.
-    """
-
-    kind: np.ndarray  # int8
-    rank: np.ndarray  # int32
-    count: np.ndarray  # int64, elements
-    channel: np.ndarray  # int32
-    step: np.ndarray  # int32
-    src_ptr: np.ndarray  # int64, n_ops + 1
-    src_rank: np.ndarray  # int32
-    src_buffer: np.ndarray  # int8
-    src_offset: np.ndarray  # int64
-    dst_ptr: np.ndarray
-    dst_rank: np.ndarray
-    dst_buffer: np.ndarray
-    dst_offset: np.ndarray
-    dep_ptr: np.ndarray  # int64, n_ops + 1
-    dep_idx: np.ndarray  # int64
-
-    def __post_init__(self) -> None:
-        types = {
-            "kind": np.int8, "rank": np.int32, "count": np.int64, "channel": np.int32,
-            "step": np.int32, "src_ptr": np.int64, "src_rank": np.int32, "src_buffer": np.int8,
-            "src_offset": np.int64, "dst_ptr": np.int64, "dst_rank": np.int32,
-            "dst_buffer": np.int8, "dst_offset": np.int64, "dep_ptr": np.int64,
-            "dep_idx": np.int64,
-        }  # fmt: skip
-        for name, dtype in types.items():
-            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
-        n = len(self.kind)
-        for name in ("rank", "count", "channel", "step"):
-            if len(getattr(self, name)) != n:
-                raise ScheduleError(
-                    f"op table column {name!r} has {len(getattr(self, name))} rows, want {n}"
-                )
-        for prefix, length in (
-            ("src", len(self.src_rank)),
-            ("dst", len(self.dst_rank)),
-            ("dep", len(self.dep_idx)),
-        ):
-            ptr = getattr(self, f"{prefix}_ptr")
-            if (
-                len(ptr) != n + 1
-                or (n + 1 and (ptr[0] != 0 or ptr[-1] != length))
-                or np.any(np.diff(ptr) < 0)
-            ):
-                raise ScheduleError(f"op table {prefix}_ptr is not a valid CSR index")
-
-    @property
-    def n_ops(self) -> int:
-        return len(self.kind)
-
-    @property
-    def n_srcs(self) -> np.ndarray:
-        """Sources per op."""
-        return np.diff(self.src_ptr)
-
-    @property
-    def n_dsts(self) -> np.ndarray:
-        """Destinations per op."""
-        return np.diff(self.dst_ptr)
-
-    @property
-    def n_deps(self) -> np.ndarray:
-        """Dependencies per op."""
-        return np.diff(self.dep_ptr)
-
-    def deps_of(self, i: int) -> np.ndarray:
-        return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
-
-    def srcs_of(self, i: int) -> tuple[Chunk, ...]:
-        lo, hi, c = int(self.src_ptr[i]), int(self.src_ptr[i + 1]), int(self.count[i])
-        return tuple(
-            Chunk(
-                int(self.src_rank[j]), Buffer(int(self.src_buffer[j])), int(self.src_offset[j]), c
-            )
-            for j in range(lo, hi)
-        )
-
-    def dsts_of(self, i: int) -> tuple[Chunk, ...]:
-        lo, hi, c = int(self.dst_ptr[i]), int(self.dst_ptr[i + 1]), int(self.count[i])
-        return tuple(
-            Chunk(
-                int(self.dst_rank[j]), Buffer(int(self.dst_buffer[j])), int(self.dst_offset[j]), c
-            )
-            for j in range(lo, hi)
-        )
-
-    def op(self, i: int) -> Op:
-        return Op(
-            id=i,
-            kind=OpKind(int(self.kind[i])),
-            rank=int(self.rank[i]),
-            srcs=self.srcs_of(i),
-            dsts=self.dsts_of(i),
-            deps=tuple(int(d) for d in self.deps_of(i)),
-            channel=int(self.channel[i]),
-            step=int(self.step[i]),
-        )
-
-    @classmethod
-    def from_ops(cls, ops: Sequence[Op]) -> OpTable:
-        """Build the columns from Op objects (their ids must be 0..n-1 in order)."""
-        for position, op in enumerate(ops):
-            if op.id != position:
-                raise ScheduleError(
-                    f"op ids must be 0..n-1 in order; position {position} has id {op.id}", op=op.id
-                )
-        srcs = [c for op in ops for c in op.srcs]
-        dsts = [c for op in ops for c in op.dsts]
-        deps = [d for op in ops for d in op.deps]
-        counts = []
-        for op in ops:
-            chunk_counts = {c.count for c in (*op.srcs, *op.dsts)}
-            if len(chunk_counts) > 1:
-                raise ScheduleError(
-                    f"chunks of one op must have one count, got {sorted(chunk_counts)}", op=op.id
-                )
-            counts.append(chunk_counts.pop() if chunk_counts else 0)
-        return cls(
-            kind=np.array([int(op.kind) for op in ops], dtype=np.int8),
-            rank=np.array([op.rank for op in ops], dtype=np.int32),
-            count=np.array(counts, dtype=np.int64),
-            channel=np.array([op.channel for op in ops], dtype=np.int32),
-            step=np.array([op.step for op in ops], dtype=np.int32),
-            src_ptr=np.concatenate([[0], np.cumsum([len(op.srcs) for op in ops], dtype=np.int64)]),
-            src_rank=np.array([c.rank for c in srcs], dtype=np.int32),
-            src_buffer=np.array([int(c.buffer) for c in srcs], dtype=np.int8),
-            src_offset=np.array([c.offset for c in srcs], dtype=np.int64),
-            dst_ptr=np.concatenate([[0], np.cumsum([len(op.dsts) for op in ops], dtype=np.int64)]),
-            dst_rank=np.array([c.rank for c in dsts], dtype=np.int32),
-            dst_buffer=np.array([int(c.buffer) for c in dsts], dtype=np.int8),
-            dst_offset=np.array([c.offset for c in dsts], dtype=np.int64),
-            dep_ptr=np.concatenate([[0], np.cumsum([len(op.deps) for op in ops], dtype=np.int64)]),
-            dep_idx=np.asarray(deps, dtype=np.int64),
-        )
-
-
-class _OpsView(Sequence[Op]):
-    """A lazy, read-only sequence of :class:`Op` over an :class:`OpTable`."""
-
-    def __init__(self, table: OpTable) -> None:
-        self._table = table
-
-    def __len__(self) -> int:
-        return self._table.n_ops
-
-    @overload
-    def __getitem__(self, index: int) -> Op: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Op]: ...
-    def __getitem__(self, index: int | slice) -> Op | list[Op]:
-        if isinstance(index, slice):
-            return [self._table.op(i) for i in range(*index.indices(len(self)))]
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(index)
-        return self._table.op(index % n)
-
-    def __iter__(self) -> Iterator[Op]:
-        return (self._table.op(i) for i in range(len(self)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -371,7 +133,7 @@ class Schedule:
     @property
     def ops(self) -> Sequence[Op]:
         """The ops as :class:`Op` objects, materialised lazily."""
-        return _OpsView(self.table)
+        return OpsView(self.table)
 
     def op(self, i: int) -> Op:
         return self.table.op(i)
@@ -405,7 +167,7 @@ class Schedule:
         if len(switch):
             rows = np.repeat(switch, t.n_srcs[switch])
             sent += np.bincount(
-                t.src_rank[_csr_rows(t.src_ptr, switch)],
+                t.src_rank[csr_rows(t.src_ptr, switch)],
                 weights=t.count[rows],
                 minlength=self.nranks,
             )
@@ -420,7 +182,7 @@ class Schedule:
         if len(switch):
             rows = np.repeat(switch, t.n_dsts[switch])
             received += np.bincount(
-                t.dst_rank[_csr_rows(t.dst_ptr, switch)],
+                t.dst_rank[csr_rows(t.dst_ptr, switch)],
                 weights=t.count[rows],
                 minlength=self.nranks,
             )
@@ -528,15 +290,6 @@ class Schedule:
         except RecursionError:
             raise InputError("JSON nested too deeply", source=source) from None
         return cls.from_dict(data, source=source)
-
-
-def _csr_rows(ptr: np.ndarray, ops: np.ndarray) -> np.ndarray:
-    """Row indices of the CSR lists of ``ops``, concatenated."""
-    lengths = ptr[ops + 1] - ptr[ops]
-    if not len(ops) or lengths.sum() == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.repeat(ptr[ops] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return starts + np.arange(lengths.sum())
 
 
 def _jsonable(value: Any) -> Any:

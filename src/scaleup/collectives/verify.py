@@ -51,33 +51,30 @@ sum|x|`` bound on reordered summation, for both results, so it grows with the wo
 
 Cost: one numpy slice operation and a few bisects per op; a 64-rank ring all_reduce of 1M
 float32 elements (8k ops) verifies in a fraction of a second (``bench/bench_verify.py``).
+
+The hazard tracking (shadow maps, happens-before) lives in :mod:`~scaleup.collectives.hazards`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from scaleup.collectives.hazards import UNWRITTEN, Replay
 from scaleup.collectives.schedule import Buffer, Chunk, OpKind, Schedule
 from scaleup.collectives.semantics import apply_op
-from scaleup.collectives.spec import numpy_dtype, reduce_ufunc
+from scaleup.collectives.spec import CollectiveSpec, numpy_dtype, reduce_ufunc
 from scaleup.errors import (
     BoundsError,
     CycleError,
     PostconditionError,
-    RaceError,
-    UnwrittenReadError,
     UsageError,
 )  # fmt: skip
 from scaleup.limits import BYTES_PER_OP, check_memory
 
 __all__ = ["VerifyReport", "float_tolerance", "topological_order", "verify"]
-
-_PRE = -1  # written by the precondition (input buffers)
-_UNWRITTEN = -2
 
 
 @dataclass(frozen=True)
@@ -162,119 +159,6 @@ def topological_order(schedule: Schedule) -> np.ndarray:
     return np.asarray(order, dtype=np.int64)
 
 
-class _Shadow:
-    """Last writer and readers-since per element range of one (rank, buffer)."""
-
-    __slots__ = ("pts", "readers", "writer")
-
-    def __init__(self, size: int, initial: int) -> None:
-        self.pts = [0, size]
-        self.writer = [initial]
-        self.readers: list[list[int]] = [[]]
-
-    def _cut(self, x: int) -> int:
-        i = bisect_right(self.pts, x) - 1
-        if self.pts[i] == x:
-            return i
-        self.pts.insert(i + 1, x)
-        self.writer.insert(i + 1, self.writer[i])
-        self.readers.insert(i + 1, list(self.readers[i]))
-        return i + 1
-
-    def span(self, lo: int, hi: int) -> tuple[int, int]:
-        return self._cut(lo), self._cut(hi)
-
-    def writer_at(self, x: int) -> int:
-        return self.writer[bisect_right(self.pts, x) - 1]
-
-
-class _Replay:
-    """Replays ops in topological order, with happens-before bitsets and shadow maps."""
-
-    def __init__(self, schedule: Schedule, order: np.ndarray, in_place: bool = False) -> None:
-        self.schedule = schedule
-        self.in_place = in_place
-        t = schedule.table
-        self.pos = np.empty(t.n_ops, dtype=np.int64)
-        self.pos[order] = np.arange(t.n_ops)
-        self.dep_ptr, self.dep_idx = t.dep_ptr.tolist(), t.dep_idx.tolist()
-        self.remaining = np.bincount(t.dep_idx, minlength=t.n_ops).tolist() if t.n_ops else []
-        self.anc: dict[int, int] = {}
-        self.shadows: dict[tuple[int, int], _Shadow] = {}
-
-    def shadow(self, rank: int, buffer: int) -> _Shadow:
-        if self.in_place and buffer == Buffer.OUTPUT:
-            buffer = int(Buffer.INPUT)  # one buffer, one history
-        key = (rank, buffer)
-        found = self.shadows.get(key)
-        if found is None:
-            size = self.schedule.buffer_count(buffer)
-            found = _Shadow(size, _PRE if buffer == Buffer.INPUT else _UNWRITTEN)
-            self.shadows[key] = found
-        return found
-
-    def enter(self, op: int) -> int:
-        """Compute ``op``'s ancestor bitset (by topological position); free finished deps."""
-        bits = 0
-        pos = self.pos
-        for d in self.dep_idx[self.dep_ptr[op] : self.dep_ptr[op + 1]]:
-            bits |= self.anc[d] | (1 << int(pos[d]))
-            self.remaining[d] -= 1
-            if self.remaining[d] == 0:
-                del self.anc[d]
-        if self.remaining[op]:
-            self.anc[op] = bits
-        return bits
-
-    def before(self, other: int, bits: int) -> bool:
-        return bool((bits >> int(self.pos[other])) & 1)
-
-    def _race(self, first: int, second: int, what: str, chunk: Chunk) -> RaceError:
-        aliased = ", output aliased to input" if self.in_place else ""
-        return RaceError(
-            f"op {first} and op {second} both touch {chunk} ({what}{aliased}) "
-            "with no dependency path between them",
-            op=second, rank=chunk.rank,
-        )  # fmt: skip
-
-    def read(self, op: int, bits: int, chunk: Chunk) -> None:
-        sh = self.shadow(chunk.rank, int(chunk.buffer))
-        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
-        for seg in range(lo, hi):
-            w = sh.writer[seg]
-            if w == _UNWRITTEN:
-                raise UnwrittenReadError(
-                    f"op {op} reads {chunk}, but element {sh.pts[seg]} of it "
-                    "was never written before",
-                    op=op, rank=chunk.rank,
-                )  # fmt: skip
-            if w >= 0 and w != op and not self.before(w, bits):
-                raise self._race(w, op, "a write and a read", chunk)
-            readers = sh.readers[seg]
-            if len(readers) > 16:
-                readers[:] = [r for r in readers if not self.before(r, bits)]
-            readers.append(op)
-
-    def write(self, op: int, bits: int, chunk: Chunk) -> None:
-        sh = self.shadow(chunk.rank, int(chunk.buffer))
-        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
-        for seg in range(lo, hi):
-            w = sh.writer[seg]
-            if w == op:
-                raise RaceError(
-                    f"op {op} writes {chunk} twice: its destinations overlap",
-                    op=op, rank=chunk.rank,
-                )  # fmt: skip
-            if w >= 0 and not self.before(w, bits):
-                raise self._race(w, op, "two writes", chunk)
-            for r in sh.readers[seg]:
-                if r != op and not self.before(r, bits):
-                    raise self._race(r, op, "a read and a write", chunk)
-        del sh.pts[lo + 1 : hi]
-        sh.writer[lo:hi] = [op]
-        sh.readers[lo:hi] = [[]]
-
-
 def _check_bounds(schedule: Schedule) -> None:
     t = schedule.table
     sizes = np.array([schedule.buffer_count(b) for b in Buffer], dtype=np.int64)
@@ -338,6 +222,41 @@ def verify(
     """
     spec = schedule.spec
     np_dtype = numpy_dtype(dtype)
+    _check_arguments(spec, seed, in_place)
+    check_memory(_replay_bytes(schedule, np_dtype.itemsize), what="the replay", source="count")
+    _check_bounds(schedule)
+    order = topological_order(schedule)
+    inputs = spec.make_inputs(np_dtype, seed=seed)
+    expected = _expected(spec, inputs, in_place)
+    bound = _bound(schedule, inputs, np_dtype)
+    buffers = _buffers(schedule, inputs, np_dtype, in_place)
+    replay = Replay(schedule, order, in_place)
+    _replay_ops(schedule, order, replay, buffers)
+    max_error, checked = _check_postcondition(schedule, replay, buffers, expected, bound)
+    tolerant = spec.reduces and spec.redop in ("sum", "prod")
+    return VerifyReport(
+        algorithm=schedule.algorithm, spec=spec.name, dtype=np_dtype.name, n_ops=schedule.n_ops,
+        n_steps=schedule.n_steps, ranks_checked=checked, max_abs_error=max_error,
+        tolerance=float_tolerance(spec.nranks, np_dtype) if tolerant else "exact",
+        in_place=in_place,
+    )  # fmt: skip
+
+
+def _expected(
+    spec: CollectiveSpec, inputs: list[np.ndarray], in_place: bool
+) -> list[np.ndarray | None]:
+    """Every rank's expected output, computed before the replay (which may write into inputs);
+    in place, an output the spec leaves undefined is the caller's input, left as it was."""
+    expected = spec.reference(inputs)
+    if in_place:
+        expected = [
+            x.copy() if want is None else want for x, want in zip(inputs, expected, strict=True)
+        ]
+    return expected
+
+
+def _check_arguments(spec: CollectiveSpec, seed: int, in_place: bool) -> None:
+    """The UsageErrors of :func:`verify`: in place for unequal sizes, a negative seed."""
     if in_place and spec.input_count != spec.output_count:
         raise UsageError(
             f"in place needs input and output of one size; {spec.name} has "
@@ -346,16 +265,14 @@ def verify(
         )
     if seed < 0:
         raise UsageError(f"the seed must be >= 0, got {seed}", source="seed")
-    check_memory(_replay_bytes(schedule, np_dtype.itemsize), what="the replay", source="count")
-    _check_bounds(schedule)
-    order = topological_order(schedule)
-    inputs = spec.make_inputs(np_dtype, seed=seed)
-    expected = spec.reference(inputs)  # before the replay, which may write into inputs
-    if in_place:  # an output the spec leaves undefined is the caller's input, left as it was
-        expected = [
-            x.copy() if want is None else want for x, want in zip(inputs, expected, strict=True)
-        ]
-    bound = _bound(schedule, inputs, np_dtype)
+
+
+def _buffers(
+    schedule: Schedule, inputs: list[np.ndarray], np_dtype: np.dtype, in_place: bool
+) -> dict[tuple[int, int], np.ndarray]:
+    """Every rank's input (the drawn data), output (poisoned, or the input itself in place) and
+    scratch (poisoned), keyed by ``(rank, buffer)``."""
+    spec = schedule.spec
     poison = (
         np.nan if np_dtype.kind == "f" or np_dtype.name == "bfloat16" else np.iinfo(np_dtype).min
     )
@@ -366,7 +283,16 @@ def verify(
             inputs[r] if in_place else np.full(spec.output_count, poison, dtype=np_dtype)
         )
         buffers[(r, int(Buffer.SCRATCH))] = np.full(schedule.scratch_count, poison, dtype=np_dtype)
-    replay = _Replay(schedule, order, in_place)
+    return buffers
+
+
+def _replay_ops(
+    schedule: Schedule,
+    order: np.ndarray,
+    replay: Replay,
+    buffers: dict[tuple[int, int], np.ndarray],
+) -> None:
+    """Replay every op in ``order``: hazards checked on ``replay``, data moved in ``buffers``."""
     t = schedule.table
     kind, count = t.kind.tolist(), t.count.tolist()
     sp, sr, sb, so = (
@@ -381,7 +307,7 @@ def verify(
         t.dst_buffer.tolist(),
         t.dst_offset.tolist(),
     )
-    ufunc = reduce_ufunc(spec.redop)
+    ufunc = reduce_ufunc(schedule.spec.redop)
     for op in order.tolist():
         bits = replay.enter(op)
         c = count[op]
@@ -402,14 +328,6 @@ def verify(
             [buffers[(d.rank, int(d.buffer))][d.offset : d.offset + c] for d in dsts],
             ufunc,
         )
-    max_error, checked = _check_postcondition(schedule, replay, buffers, expected, bound)
-    tolerant = spec.reduces and spec.redop in ("sum", "prod")
-    return VerifyReport(
-        algorithm=schedule.algorithm, spec=spec.name, dtype=np_dtype.name, n_ops=schedule.n_ops,
-        n_steps=schedule.n_steps, ranks_checked=checked, max_abs_error=max_error,
-        tolerance=float_tolerance(spec.nranks, np_dtype) if tolerant else "exact",
-        in_place=in_place,
-    )  # fmt: skip
 
 
 def _replay_bytes(schedule: Schedule, itemsize: int) -> int:
@@ -423,7 +341,7 @@ def _replay_bytes(schedule: Schedule, itemsize: int) -> int:
 
 def _check_postcondition(
     schedule: Schedule,
-    replay: _Replay,
+    replay: Replay,
     buffers: dict[tuple[int, int], np.ndarray],
     expected: list[np.ndarray | None],
     bound: float,
@@ -437,7 +355,7 @@ def _check_postcondition(
         checked += 1
         sh = replay.shadow(r, int(Buffer.OUTPUT))
         for seg, w in enumerate(sh.writer):
-            if w == _UNWRITTEN and sh.pts[seg] < len(want) and sh.pts[seg + 1] > sh.pts[seg]:
+            if w == UNWRITTEN and sh.pts[seg] < len(want) and sh.pts[seg + 1] > sh.pts[seg]:
                 raise PostconditionError(
                     f"rank {r} output[{sh.pts[seg]}] was never written (required by {spec.name})",
                     rank=r,

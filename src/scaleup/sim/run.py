@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from scaleup.collectives.schedule import _csr_rows
+from scaleup.collectives.op_table import csr_rows
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import maxmin, maxmin_entries
@@ -149,7 +149,7 @@ class Run:
             i = int(ops[0])
             succ = c.succ_idx[c.succ_ptr[i] : c.succ_ptr[i + 1]]
         else:
-            succ = c.succ_idx[_csr_rows(c.succ_ptr, ops)]
+            succ = c.succ_idx[csr_rows(c.succ_ptr, ops)]
         self._decrement(succ, now)
 
     def _decrement(self, succ: np.ndarray, now: float) -> None:
@@ -252,14 +252,14 @@ class Run:
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
-        m_idx = _csr_rows(m_ptr, uv)
+        m_idx = csr_rows(m_ptr, uv)
         m_col = np.repeat(np.arange(len(uv)), m_ptr[uv + 1] - m_ptr[uv])
         hit = m_row[m_idx]
         if self.solver is maxmin:  # fast path: progressive filling on merged constraints
             rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
         else:
             col_ptr, row, use, _carried = self.system
-            idx = _csr_rows(col_ptr, uv)
+            idx = csr_rows(col_ptr, uv)
             col = np.repeat(np.arange(len(uv)), col_ptr[uv + 1] - col_ptr[uv])
             mark = np.zeros(len(self.capacity), dtype=bool)
             mark[row[idx]] = True
@@ -318,7 +318,7 @@ class _Pipelined:
         """``ops`` have moved one step: their cut-through successors lose that dependency."""
         c = self.run.c
         self.released[ops] = True
-        idx = _csr_rows(c.succ_ptr, ops)
+        idx = csr_rows(c.succ_ptr, ops)
         self.run._decrement(c.succ_idx[idx[self.p.succ_stream[idx]]], now)
 
     def bytes_done(self, ops: np.ndarray, now: float) -> None:
@@ -337,7 +337,7 @@ class _Pipelined:
         """``ops`` without those whose cut-through predecessor has not ended (each of those is
         parked on its first such predecessor, in ``ops`` order)."""
         t, end = self.run.c, self.run.end
-        idx = _csr_rows(t.dep_ptr, ops)
+        idx = csr_rows(t.dep_ptr, ops)
         owner = np.repeat(np.arange(len(ops)), t.dep_ptr[ops + 1] - t.dep_ptr[ops])
         deps = t.dep_idx[idx]
         open_ = self.p.dep_stream[idx] & np.isnan(end[deps])
@@ -354,7 +354,7 @@ class _Pipelined:
     def finish(self, ops: np.ndarray, now: float) -> None:
         """``ops`` ended: successors not yet released lose the dependency; waiters re-check."""
         c = self.run.c
-        idx = _csr_rows(c.succ_ptr, ops)
+        idx = csr_rows(c.succ_ptr, ops)
         skip = self.p.succ_stream[idx] & np.repeat(
             self.released[ops], c.succ_ptr[ops + 1] - c.succ_ptr[ops]
         )

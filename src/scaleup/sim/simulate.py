@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from scaleup import hardware
-from scaleup.collectives.schedule import OpKind, Schedule, _csr_rows
+from scaleup.collectives.op_table import csr_rows
+from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
@@ -212,7 +213,7 @@ class CompiledSchedule:
         none_i, none_f = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]  # an empty schedule
         rows_all = np.concatenate(r_rows or none_i)
         use_all, car_all = np.concatenate(r_use or none_f), np.concatenate(r_car or none_f)
-        ent = _csr_rows(r_ptr, var_r)
+        ent = csr_rows(r_ptr, var_r)
         ent_var = np.repeat(np.arange(self.n_vars), r_ptr[var_r + 1] - r_ptr[var_r])
         has_cta = np.asarray(r_net, dtype=bool)[var_r]
         lens = r_ptr[var_r + 1] - r_ptr[var_r]

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from scaleup.collectives.schedule import _csr_rows
+from scaleup.collectives.op_table import csr_rows
 from scaleup.sim.fairshare import merge_constraints
 from scaleup.sim.pipeline import Pipeline
 from scaleup.sim.protocols import Protocol
@@ -300,7 +300,7 @@ def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.n
     owner = np.repeat(np.arange(len(length), dtype=np.int64), length)
     width = int(max(mapped.max(initial=0), vals.max(initial=0))) + 1
     ours = np.sort(owner * width + mapped)
-    theirs = np.sort(owner * width + vals[_csr_rows(ptr, img)])
+    theirs = np.sort(owner * width + vals[csr_rows(ptr, img)])
     return bool(np.array_equal(ours, theirs))
 
 
@@ -411,7 +411,7 @@ class Quotient:
         rep = sym.rep_ops
         self.n_ops = len(rep)
         self.count = c.count[rep]
-        entries = _csr_rows(t.dep_ptr, rep)
+        entries = csr_rows(t.dep_ptr, rep)
         n_deps = t.dep_ptr[rep + 1] - t.dep_ptr[rep]
         self.n_deps = n_deps.astype(np.int64)
         self.dep_ptr = np.concatenate([[0], np.cumsum(n_deps)]).astype(np.int64)
@@ -493,7 +493,7 @@ def _quotient_system(c: CompiledSchedule, sym: Symmetry, proto: Protocol) -> dic
     if not np.array_equal(mult[var_of_op], sym.multiplicity):
         return None  # one variable, orbits of different sizes
     lens = np.diff(col_ptr)
-    ent = _csr_rows(col_ptr, rep_vars)
+    ent = csr_rows(col_ptr, rep_vars)
     ent_var = np.repeat(np.arange(len(rep_vars)), lens[rep_vars])
     ent_orbit = orbit[row[ent]]
     weight = mult[ent_var] / size[ent_orbit]
@@ -533,7 +533,7 @@ def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np
         return None
     owner = np.repeat(np.arange(c.n_vars), lens)
     a = np.lexsort((mapped, owner))
-    b_ent = _csr_rows(col_ptr, var_img)
+    b_ent = csr_rows(col_ptr, var_img)
     b = np.lexsort((row[b_ent], owner))
     if not np.array_equal(mapped[a], row[b_ent][b]):
         return None

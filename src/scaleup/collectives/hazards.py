@@ -1,0 +1,134 @@
+"""The verifier's hazard tracking: happens-before bitsets and per-buffer shadow maps.
+
+Split from :mod:`scaleup.collectives.verify` (whose docstring states the rules: unwritten reads,
+races, overlapping destinations) so that the replay state -- which op last wrote each element
+range, which ops read it since, and each op's ancestors -- stands apart from the data replay and
+the postcondition check.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+import numpy as np
+
+from scaleup.collectives.schedule import Buffer, Chunk, Schedule
+from scaleup.errors import RaceError, UnwrittenReadError
+
+__all__ = ["PRE", "UNWRITTEN", "Replay", "Shadow"]
+
+PRE = -1  #: written by the precondition (input buffers)
+UNWRITTEN = -2  #: never written (outputs and scratch at the start)
+
+
+class Shadow:
+    """Last writer and readers-since per element range of one (rank, buffer)."""
+
+    __slots__ = ("pts", "readers", "writer")
+
+    def __init__(self, size: int, initial: int) -> None:
+        self.pts = [0, size]
+        self.writer = [initial]
+        self.readers: list[list[int]] = [[]]
+
+    def _cut(self, x: int) -> int:
+        i = bisect_right(self.pts, x) - 1
+        if self.pts[i] == x:
+            return i
+        self.pts.insert(i + 1, x)
+        self.writer.insert(i + 1, self.writer[i])
+        self.readers.insert(i + 1, list(self.readers[i]))
+        return i + 1
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        return self._cut(lo), self._cut(hi)
+
+    def writer_at(self, x: int) -> int:
+        return self.writer[bisect_right(self.pts, x) - 1]
+
+
+class Replay:
+    """Replays ops in topological order, with happens-before bitsets and shadow maps."""
+
+    def __init__(self, schedule: Schedule, order: np.ndarray, in_place: bool = False) -> None:
+        self.schedule = schedule
+        self.in_place = in_place
+        t = schedule.table
+        self.pos = np.empty(t.n_ops, dtype=np.int64)
+        self.pos[order] = np.arange(t.n_ops)
+        self.dep_ptr, self.dep_idx = t.dep_ptr.tolist(), t.dep_idx.tolist()
+        self.remaining = np.bincount(t.dep_idx, minlength=t.n_ops).tolist() if t.n_ops else []
+        self.anc: dict[int, int] = {}
+        self.shadows: dict[tuple[int, int], Shadow] = {}
+
+    def shadow(self, rank: int, buffer: int) -> Shadow:
+        if self.in_place and buffer == Buffer.OUTPUT:
+            buffer = int(Buffer.INPUT)  # one buffer, one history
+        key = (rank, buffer)
+        found = self.shadows.get(key)
+        if found is None:
+            size = self.schedule.buffer_count(buffer)
+            found = Shadow(size, PRE if buffer == Buffer.INPUT else UNWRITTEN)
+            self.shadows[key] = found
+        return found
+
+    def enter(self, op: int) -> int:
+        """Compute ``op``'s ancestor bitset (by topological position); free finished deps."""
+        bits = 0
+        pos = self.pos
+        for d in self.dep_idx[self.dep_ptr[op] : self.dep_ptr[op + 1]]:
+            bits |= self.anc[d] | (1 << int(pos[d]))
+            self.remaining[d] -= 1
+            if self.remaining[d] == 0:
+                del self.anc[d]
+        if self.remaining[op]:
+            self.anc[op] = bits
+        return bits
+
+    def before(self, other: int, bits: int) -> bool:
+        return bool((bits >> int(self.pos[other])) & 1)
+
+    def _race(self, first: int, second: int, what: str, chunk: Chunk) -> RaceError:
+        aliased = ", output aliased to input" if self.in_place else ""
+        return RaceError(
+            f"op {first} and op {second} both touch {chunk} ({what}{aliased}) "
+            "with no dependency path between them",
+            op=second, rank=chunk.rank,
+        )  # fmt: skip
+
+    def read(self, op: int, bits: int, chunk: Chunk) -> None:
+        sh = self.shadow(chunk.rank, int(chunk.buffer))
+        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
+        for seg in range(lo, hi):
+            w = sh.writer[seg]
+            if w == UNWRITTEN:
+                raise UnwrittenReadError(
+                    f"op {op} reads {chunk}, but element {sh.pts[seg]} of it "
+                    "was never written before",
+                    op=op, rank=chunk.rank,
+                )  # fmt: skip
+            if w >= 0 and w != op and not self.before(w, bits):
+                raise self._race(w, op, "a write and a read", chunk)
+            readers = sh.readers[seg]
+            if len(readers) > 16:
+                readers[:] = [r for r in readers if not self.before(r, bits)]
+            readers.append(op)
+
+    def write(self, op: int, bits: int, chunk: Chunk) -> None:
+        sh = self.shadow(chunk.rank, int(chunk.buffer))
+        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
+        for seg in range(lo, hi):
+            w = sh.writer[seg]
+            if w == op:
+                raise RaceError(
+                    f"op {op} writes {chunk} twice: its destinations overlap",
+                    op=op, rank=chunk.rank,
+                )  # fmt: skip
+            if w >= 0 and not self.before(w, bits):
+                raise self._race(w, op, "two writes", chunk)
+            for r in sh.readers[seg]:
+                if r != op and not self.before(r, bits):
+                    raise self._race(r, op, "a read and a write", chunk)
+        del sh.pts[lo + 1 : hi]
+        sh.writer[lo:hi] = [op]
+        sh.readers[lo:hi] = [[]]
