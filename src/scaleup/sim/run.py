@@ -18,7 +18,7 @@ from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import maxmin, maxmin_entries
 from scaleup.sim.protocols import Protocol
-from scaleup.sim.symmetry import Quotient
+from scaleup.sim.quotient import Quotient
 from scaleup.sim.timeline import SimResult
 
 if TYPE_CHECKING:

@@ -37,8 +37,9 @@ from scaleup.sim.fairshare import get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, for_topology, protocol
+from scaleup.sim.quotient import Quotient
 from scaleup.sim.run import Run
-from scaleup.sim.symmetry import Quotient, Symmetry, find_symmetry
+from scaleup.sim.symmetry import Symmetry, find_symmetry
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 

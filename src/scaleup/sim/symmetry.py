@@ -26,29 +26,27 @@ mesh, a subset of ranks that breaks the pattern) that generator is dropped; with
 run is exact per flow, and ``CompiledSchedule.run(..., exact=True)`` (``scaleup bench
 --exact``) always is. What it saves is the fair-share solve and the per-event array work, which
 grow with the active flows; the number of events (steps x chunks) stays.
+
+The op-level maps live in :mod:`~scaleup.sim.rank_ops`, the reduced system in
+:mod:`~scaleup.sim.quotient`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from scaleup.collectives.op_table import csr_rows
-from scaleup.sim.fairshare import merge_constraints
-from scaleup.sim.pipeline import Pipeline
-from scaleup.sim.protocols import Protocol
+from scaleup.sim.rank_ops import RankOps
 
 if TYPE_CHECKING:
     from scaleup.sim.simulate import CompiledSchedule
 
-__all__ = ["Quotient", "Symmetry", "find_symmetry"]
-
-_RTOL = 1e-9  # latencies and coefficients computed along image routes may round differently
+__all__ = ["Generator", "Symmetry", "find_symmetry"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
         return None
     t = c.topology
     rpn = t.ranks_per_node
-    ranks = _RankOps(c)
+    ranks = RankOps(c)
     families: list[Sequence[int]]
     if len(t.nodes) > 1 and n == len(t.accelerators) and n > rpn:
         # another server (1, 2, 4 ... servers on: a fat tree's leaf may hold several), then a
@@ -130,7 +128,7 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
     return _device_image(c, (np.arange(n) + shift) % n) is not None
 
 
-def _generator(c: CompiledSchedule, ranks: _RankOps, target: int) -> Generator | None:
+def _generator(c: CompiledSchedule, ranks: RankOps, target: int) -> Generator | None:
     for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
         tau = None if sigma is None else _device_image(c, sigma)
@@ -162,146 +160,6 @@ def _orbits(n_ops: int, generators: tuple[Generator, ...]) -> Symmetry:
     position[order] = np.arange(n_orbits)
     size = np.bincount(label, minlength=n_orbits)
     return Symmetry(generators, first[order], position[label], size[order])
-
-
-class _RankOps:
-    """Each (rank, channel tag)'s ops in table order, and their peers, for finding a symmetry."""
-
-    def __init__(self, c: CompiledSchedule) -> None:
-        t = self.table = c.schedule.table
-        self.n = c.schedule.nranks
-        self.rank = t.rank.astype(np.int64)
-        self.chan = t.channel.astype(np.int64)
-        self.width = int(self.chan.max(initial=0)) + 1
-        n_ops = len(self.rank)
-        group = self.rank * self.width + self.chan
-        self.counts = np.bincount(group, minlength=self.n * self.width)
-        self.order = np.lexsort((np.arange(n_ops), group))
-        self.start = np.concatenate([[0], np.cumsum(self.counts)])[:-1]
-        self.pos = np.empty(n_ops, dtype=np.int64)
-        self.pos[self.order] = np.arange(n_ops) - self.start[group[self.order]]
-        self.src = t.src_rank[t.src_ptr[:-1]].astype(np.int64)
-        self.dst = t.dst_rank[t.dst_ptr[:-1]].astype(np.int64)
-        first = self.order[: max(1, int(self.counts[: self.width].sum()))]
-        self.k0 = int(self.chan[first[0]])  # rank 0's first tag
-        self.tags = [int(x) for x in np.unique(self.chan)]
-        self._peer_cache: dict[int, np.ndarray | None] = {}
-        self._by_peers: dict[bytes, list[int]] | None = None
-
-    def _ops(self, rank: int, tag: int) -> np.ndarray:
-        g = rank * self.width + tag
-        return self.order[self.start[g] : self.start[g] + self.counts[g]]
-
-    def same_position(self, target_rank: np.ndarray, target_tag: np.ndarray) -> np.ndarray:
-        """For every op (the p-th of its rank and tag): the p-th op of the targets."""
-        return self.order[self.start[target_rank * self.width + target_tag] + self.pos]
-
-    def propagate(self, target: int, tag: int) -> np.ndarray | None:
-        """The rank permutation sending rank 0 to ``target`` (and tag ``k0`` to ``tag``) that
-        the ops of tag ``k0`` imply, or None."""
-        sigma = np.full(self.n, -1, dtype=np.int64)
-        sigma[0] = target
-        queue = [0]
-        mine, theirs = self._peers(self.k0), self._peers(tag)
-        if mine is not None and theirs is not None and mine.shape != theirs.shape:
-            return None
-        while queue:
-            a = queue.pop()
-            b = int(sigma[a])
-            if mine is not None and theirs is not None:
-                x, y = mine[a], theirs[b]
-            else:
-                ops_a, ops_b = self._ops(a, self.k0), self._ops(b, tag)
-                if len(ops_a) != len(ops_b):
-                    return None
-                x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
-                y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
-            pairs = np.unique(x * self.n + y)
-            x, y = pairs // self.n, pairs % self.n
-            if len(np.unique(x)) != len(x):
-                return None  # one rank would map to two
-            known = sigma[x] >= 0
-            if not np.array_equal(sigma[x[known]], y[known]):
-                return None
-            sigma[x[~known]] = y[~known]
-            queue += x[~known].tolist()
-        if (sigma < 0).any() or len(np.unique(sigma)) != self.n:
-            return None
-        return sigma
-
-    def _peers(self, tag: int) -> np.ndarray | None:
-        """(rank, 2 x ops) peers of every rank's ops of ``tag``, or None if their counts differ."""
-        if tag not in self._peer_cache:
-            self._peer_cache[tag] = self._peers_of(tag)
-        return self._peer_cache[tag]
-
-    def _peers_of(self, tag: int) -> np.ndarray | None:
-        heads = self.start[np.arange(self.n) * self.width + tag]
-        counts = self.counts[np.arange(self.n) * self.width + tag]
-        if (counts != counts[0]).any():
-            return None
-        ops = self.order[heads[:, None] + np.arange(int(counts[0]))[None, :]]
-        return np.concatenate([self.src[ops], self.dst[ops]], axis=1)
-
-    def tag_map(self, sigma: np.ndarray) -> dict[int, int] | None:
-        """Each channel tag's image: the tag whose ops are its ops with every rank moved by
-        ``sigma`` (the same tag when it qualifies: channels alike map to themselves)."""
-        peers = {tag: self._peers(tag) for tag in self.tags}
-        if any(p is None for p in peers.values()):
-            return None
-        if self._by_peers is None:
-            self._by_peers = {}
-            for tag, p in peers.items():
-                assert p is not None  # noqa: S101 - checked above
-                self._by_peers.setdefault(p.tobytes(), []).append(tag)
-        theirs = self._by_peers
-        kappa: dict[int, int] = {}
-        taken: set[int] = set()
-        for tag, p in peers.items():
-            assert p is not None  # noqa: S101 - checked above
-            moved = np.empty_like(p)
-            moved[sigma] = sigma[p]
-            free = [x for x in theirs.get(moved.tobytes(), []) if x not in taken]
-            if not free:
-                return None
-            kappa[tag] = tag if tag in free else free[0]
-            taken.add(kappa[tag])
-        return kappa
-
-    def op_image(self, sigma: np.ndarray, kappa: dict[int, int]) -> np.ndarray | None:
-        """The op each op maps to, if the op DAG is invariant under (``sigma``, ``kappa``)."""
-        t = self.table
-        tag_image = np.arange(self.width)
-        for a, b in kappa.items():
-            tag_image[a] = b
-        counts = self.counts.reshape(self.n, self.width)
-        if not np.array_equal(counts[sigma][:, tag_image], counts):
-            return None
-        img = self.same_position(sigma[self.rank], tag_image[self.chan])
-        for col in (t.kind, t.count):
-            if not np.array_equal(col[img], col):
-                return None
-        for ptr, vals in ((t.src_ptr, t.src_rank), (t.dst_ptr, t.dst_rank), (t.dep_ptr, t.dep_idx)):
-            vals = np.asarray(vals, dtype=np.int64)
-            mapped = img[vals] if ptr is t.dep_ptr else sigma[vals]
-            if not _rows_match(ptr, mapped, vals, img):
-                return None
-        return img
-
-
-def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.ndarray) -> bool:
-    """Whether row ``img[i]`` of the CSR (``ptr``, ``vals``) holds, as a multiset, row ``i`` of
-    ``mapped`` for every row ``i``."""
-    length = np.diff(ptr)
-    if not np.array_equal(length[img], length):
-        return False
-    if (length == 1).all():  # one entry per row: compare in place
-        return bool(np.array_equal(mapped, vals[ptr[:-1][img]]))
-    owner = np.repeat(np.arange(len(length), dtype=np.int64), length)
-    width = int(max(mapped.max(initial=0), vals.max(initial=0))) + 1
-    ours = np.sort(owner * width + mapped)
-    theirs = np.sort(owner * width + vals[csr_rows(ptr, img)])
-    return bool(np.array_equal(ours, theirs))
 
 
 def _device_image(c: CompiledSchedule, sigma: np.ndarray) -> np.ndarray | None:
@@ -394,159 +252,3 @@ def _constraint_image(
         k = key.get((int(acc_image[r]), kappa.get(ch, -1)))
         image[base + j] = -1 if k is None else base + k
     return image
-
-
-class Quotient:
-    """The representative ops of a :class:`Symmetry`, shaped like a compiled schedule for
-    :class:`~scaleup.sim.run.Run`, for one protocol. Build with :meth:`of` (None when the
-    compiled system is not invariant under the symmetry for this protocol)."""
-
-    def __init__(self, c: CompiledSchedule, sym: Symmetry, parts: dict[str, Any]) -> None:
-        self.full = c
-        self.sym = sym
-        self.topology = c.topology
-        self.net = c.net
-        self.schedule = c.schedule
-        t = c.schedule.table
-        rep = sym.rep_ops
-        self.n_ops = len(rep)
-        self.count = c.count[rep]
-        entries = csr_rows(t.dep_ptr, rep)
-        n_deps = t.dep_ptr[rep + 1] - t.dep_ptr[rep]
-        self.n_deps = n_deps.astype(np.int64)
-        self.dep_ptr = np.concatenate([[0], np.cumsum(n_deps)]).astype(np.int64)
-        self.dep_idx = sym.rep_of_op[t.dep_idx[entries]]
-        owner = np.repeat(np.arange(self.n_ops, dtype=np.int64), n_deps)
-        order = np.argsort(self.dep_idx, kind="stable")
-        self.succ_idx = owner[order]
-        self.succ_ptr = np.concatenate(
-            [[0], np.cumsum(np.bincount(self.dep_idx, minlength=self.n_ops))]
-        ).astype(np.int64)
-        full_pipe = c.pipeline()
-        dep_stream = full_pipe.dep_stream[entries]
-        conn = full_pipe.conn_pred[rep]
-        self._pipeline = Pipeline(
-            dep_stream[order],
-            dep_stream,
-            full_pipe.streams_out[rep],
-            np.where(conn >= 0, sym.rep_of_op[np.maximum(conn, 0)], -1),
-        )
-        self.var_of_op = parts["var_of_op"]
-        self.n_vars = parts["n_vars"]
-        self._system: tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]] = (
-            parts["system"],
-            parts["capacity"],
-            parts["latency"][rep],
-            {},
-        )
-        self._merged = merge_constraints(parts["system"], parts["capacity"])
-        self.orbit = parts["orbit"]  # full constraint -> quotient constraint (-1: unused)
-
-    @classmethod
-    def of(cls, c: CompiledSchedule, sym: Symmetry, proto: Protocol) -> Quotient | None:
-        """The quotient for ``proto``, or None if the system is not invariant (see module)."""
-        parts = _quotient_system(c, sym, proto)
-        return None if parts is None else cls(c, sym, parts)
-
-    def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
-        """The quotient system (usage columns, capacity, latency per op, rate memo)."""
-        return self._system
-
-    def merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:
-        """The quotient system with interchangeable constraints merged."""
-        return self._merged
-
-    def pipeline(self) -> Pipeline:
-        """The pipelining structure of the representative ops."""
-        return self._pipeline
-
-    def start_s(self, proto: Protocol) -> float:
-        """When the roots are released (the full schedule's start)."""
-        return self.full.start_s(proto)
-
-
-def _quotient_system(c: CompiledSchedule, sym: Symmetry, proto: Protocol) -> dict[str, Any] | None:
-    (col_ptr, row, use, carried), capacity, latency, _memo = c.system(proto)
-    used = np.unique(row)
-    edges = []
-    for gen in sym.generators:
-        targets = _invariant_under(c, gen, proto)
-        if targets is None:
-            return None
-        edges.append(targets)
-    # orbits of constraints: components of c -> image(c) over the used ones, every generator
-    where = np.full(len(capacity), -1, dtype=np.int64)
-    where[used] = np.arange(len(used))
-    rows = np.concatenate([np.arange(len(used))] * len(edges))
-    cols = np.concatenate([where[e] for e in edges])
-    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(used),) * 2)
-    n_orbits, label = connected_components(graph, directed=True, connection="weak")
-    size = np.bincount(label, minlength=n_orbits)
-    orbit = np.full(len(capacity), -1, dtype=np.int64)
-    orbit[used] = label
-    orbit_cap = np.zeros(n_orbits)
-    orbit_cap[label] = capacity[used]
-    # the representatives' variables, each standing for its orbit's flows spread over each orbit
-    rep_vars, var_of_op = np.unique(c.var_of_op[sym.rep_ops], return_inverse=True)
-    mult = np.zeros(len(rep_vars))
-    mult[var_of_op] = sym.multiplicity
-    if not np.array_equal(mult[var_of_op], sym.multiplicity):
-        return None  # one variable, orbits of different sizes
-    lens = np.diff(col_ptr)
-    ent = csr_rows(col_ptr, rep_vars)
-    ent_var = np.repeat(np.arange(len(rep_vars)), lens[rep_vars])
-    ent_orbit = orbit[row[ent]]
-    weight = mult[ent_var] / size[ent_orbit]
-    code = ent_var * n_orbits + ent_orbit
-    uniq, inv = np.unique(code, return_inverse=True)  # sorted: by variable, then orbit
-    q_use = np.bincount(inv, weights=use[ent] * weight, minlength=len(uniq))
-    q_car = np.bincount(inv, weights=carried[ent] * weight, minlength=len(uniq))
-    q_var = uniq // n_orbits
-    q_ptr = np.concatenate([[0], np.cumsum(np.bincount(q_var, minlength=len(rep_vars)))])
-    system = (q_ptr.astype(np.int64), (uniq % n_orbits).astype(np.int64), q_use, q_car)
-    return {
-        "system": system,
-        "capacity": orbit_cap,
-        "var_of_op": var_of_op.astype(np.int64),
-        "n_vars": len(rep_vars),
-        "orbit": orbit,
-        "latency": latency,
-    }
-
-
-def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np.ndarray | None:
-    """The image of every used constraint if ``gen`` maps the system of ``proto`` onto itself
-    (latencies, variables' coefficients, capacities), else None."""
-    (col_ptr, row, use, carried), capacity, latency, _memo = c.system(proto)
-    img = gen.op_image
-    if not np.allclose(latency[img], latency, rtol=_RTOL, atol=0.0):
-        return None
-    var_img = np.full(c.n_vars, -1, dtype=np.int64)
-    var_img[c.var_of_op] = c.var_of_op[img]
-    if not np.array_equal(var_img[c.var_of_op], c.var_of_op[img]):
-        return None  # two ops of one variable map to different variables
-    lens = np.diff(col_ptr)
-    if not np.array_equal(lens[var_img], lens):
-        return None
-    mapped = gen.con_image[row]
-    if (mapped < 0).any():
-        return None
-    owner = np.repeat(np.arange(c.n_vars), lens)
-    a = np.lexsort((mapped, owner))
-    b_ent = csr_rows(col_ptr, var_img)
-    b = np.lexsort((row[b_ent], owner))
-    if not np.array_equal(mapped[a], row[b_ent][b]):
-        return None
-    if not np.allclose(use[a], use[b_ent][b], rtol=_RTOL, atol=0.0):
-        return None
-    if not np.allclose(carried[a], carried[b_ent][b], rtol=_RTOL, atol=0.0):
-        return None
-    used = np.unique(row)
-    in_used = np.zeros(len(capacity), dtype=bool)
-    in_used[used] = True
-    targets = gen.con_image[used]
-    if not in_used[targets].all() or len(np.unique(targets)) != len(used):
-        return None
-    if not np.allclose(capacity[targets], capacity[used], rtol=_RTOL, atol=0.0):
-        return None
-    return targets

@@ -1,0 +1,160 @@
+"""Each (rank, channel tag)'s ops and their peers: how a rank permutation moves the op DAG.
+
+Split from :mod:`scaleup.sim.symmetry` (the generator search, which documents the method) so that
+the op-level bookkeeping -- propagating a rank permutation from one channel's ops, mapping
+channel tags, and checking that the DAG is invariant -- stands apart from the device and
+constraint maps.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scaleup.collectives.op_table import csr_rows
+
+if TYPE_CHECKING:
+    from scaleup.sim.simulate import CompiledSchedule
+
+__all__ = ["RankOps"]
+
+
+class RankOps:
+    """Each (rank, channel tag)'s ops in table order, and their peers, for finding a symmetry."""
+
+    def __init__(self, c: CompiledSchedule) -> None:
+        t = self.table = c.schedule.table
+        self.n = c.schedule.nranks
+        self.rank = t.rank.astype(np.int64)
+        self.chan = t.channel.astype(np.int64)
+        self.width = int(self.chan.max(initial=0)) + 1
+        n_ops = len(self.rank)
+        group = self.rank * self.width + self.chan
+        self.counts = np.bincount(group, minlength=self.n * self.width)
+        self.order = np.lexsort((np.arange(n_ops), group))
+        self.start = np.concatenate([[0], np.cumsum(self.counts)])[:-1]
+        self.pos = np.empty(n_ops, dtype=np.int64)
+        self.pos[self.order] = np.arange(n_ops) - self.start[group[self.order]]
+        self.src = t.src_rank[t.src_ptr[:-1]].astype(np.int64)
+        self.dst = t.dst_rank[t.dst_ptr[:-1]].astype(np.int64)
+        first = self.order[: max(1, int(self.counts[: self.width].sum()))]
+        self.k0 = int(self.chan[first[0]])  # rank 0's first tag
+        self.tags = [int(x) for x in np.unique(self.chan)]
+        self._peer_cache: dict[int, np.ndarray | None] = {}
+        self._by_peers: dict[bytes, list[int]] | None = None
+
+    def _ops(self, rank: int, tag: int) -> np.ndarray:
+        g = rank * self.width + tag
+        return self.order[self.start[g] : self.start[g] + self.counts[g]]
+
+    def same_position(self, target_rank: np.ndarray, target_tag: np.ndarray) -> np.ndarray:
+        """For every op (the p-th of its rank and tag): the p-th op of the targets."""
+        return self.order[self.start[target_rank * self.width + target_tag] + self.pos]
+
+    def propagate(self, target: int, tag: int) -> np.ndarray | None:
+        """The rank permutation sending rank 0 to ``target`` (and tag ``k0`` to ``tag``) that
+        the ops of tag ``k0`` imply, or None."""
+        sigma = np.full(self.n, -1, dtype=np.int64)
+        sigma[0] = target
+        queue = [0]
+        mine, theirs = self._peers(self.k0), self._peers(tag)
+        if mine is not None and theirs is not None and mine.shape != theirs.shape:
+            return None
+        while queue:
+            a = queue.pop()
+            b = int(sigma[a])
+            if mine is not None and theirs is not None:
+                x, y = mine[a], theirs[b]
+            else:
+                ops_a, ops_b = self._ops(a, self.k0), self._ops(b, tag)
+                if len(ops_a) != len(ops_b):
+                    return None
+                x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
+                y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
+            pairs = np.unique(x * self.n + y)
+            x, y = pairs // self.n, pairs % self.n
+            if len(np.unique(x)) != len(x):
+                return None  # one rank would map to two
+            known = sigma[x] >= 0
+            if not np.array_equal(sigma[x[known]], y[known]):
+                return None
+            sigma[x[~known]] = y[~known]
+            queue += x[~known].tolist()
+        if (sigma < 0).any() or len(np.unique(sigma)) != self.n:
+            return None
+        return sigma
+
+    def _peers(self, tag: int) -> np.ndarray | None:
+        """(rank, 2 x ops) peers of every rank's ops of ``tag``, or None if their counts differ."""
+        if tag not in self._peer_cache:
+            self._peer_cache[tag] = self._peers_of(tag)
+        return self._peer_cache[tag]
+
+    def _peers_of(self, tag: int) -> np.ndarray | None:
+        heads = self.start[np.arange(self.n) * self.width + tag]
+        counts = self.counts[np.arange(self.n) * self.width + tag]
+        if (counts != counts[0]).any():
+            return None
+        ops = self.order[heads[:, None] + np.arange(int(counts[0]))[None, :]]
+        return np.concatenate([self.src[ops], self.dst[ops]], axis=1)
+
+    def tag_map(self, sigma: np.ndarray) -> dict[int, int] | None:
+        """Each channel tag's image: the tag whose ops are its ops with every rank moved by
+        ``sigma`` (the same tag when it qualifies: channels alike map to themselves)."""
+        peers = {tag: self._peers(tag) for tag in self.tags}
+        if any(p is None for p in peers.values()):
+            return None
+        if self._by_peers is None:
+            self._by_peers = {}
+            for tag, p in peers.items():
+                assert p is not None  # noqa: S101 - checked above
+                self._by_peers.setdefault(p.tobytes(), []).append(tag)
+        theirs = self._by_peers
+        kappa: dict[int, int] = {}
+        taken: set[int] = set()
+        for tag, p in peers.items():
+            assert p is not None  # noqa: S101 - checked above
+            moved = np.empty_like(p)
+            moved[sigma] = sigma[p]
+            free = [x for x in theirs.get(moved.tobytes(), []) if x not in taken]
+            if not free:
+                return None
+            kappa[tag] = tag if tag in free else free[0]
+            taken.add(kappa[tag])
+        return kappa
+
+    def op_image(self, sigma: np.ndarray, kappa: dict[int, int]) -> np.ndarray | None:
+        """The op each op maps to, if the op DAG is invariant under (``sigma``, ``kappa``)."""
+        t = self.table
+        tag_image = np.arange(self.width)
+        for a, b in kappa.items():
+            tag_image[a] = b
+        counts = self.counts.reshape(self.n, self.width)
+        if not np.array_equal(counts[sigma][:, tag_image], counts):
+            return None
+        img = self.same_position(sigma[self.rank], tag_image[self.chan])
+        for col in (t.kind, t.count):
+            if not np.array_equal(col[img], col):
+                return None
+        for ptr, vals in ((t.src_ptr, t.src_rank), (t.dst_ptr, t.dst_rank), (t.dep_ptr, t.dep_idx)):
+            vals = np.asarray(vals, dtype=np.int64)
+            mapped = img[vals] if ptr is t.dep_ptr else sigma[vals]
+            if not _rows_match(ptr, mapped, vals, img):
+                return None
+        return img
+
+
+def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.ndarray) -> bool:
+    """Whether row ``img[i]`` of the CSR (``ptr``, ``vals``) holds, as a multiset, row ``i`` of
+    ``mapped`` for every row ``i``."""
+    length = np.diff(ptr)
+    if not np.array_equal(length[img], length):
+        return False
+    if (length == 1).all():  # one entry per row: compare in place
+        return bool(np.array_equal(mapped, vals[ptr[:-1][img]]))
+    owner = np.repeat(np.arange(len(length), dtype=np.int64), length)
+    width = int(max(mapped.max(initial=0), vals.max(initial=0))) + 1
+    ours = np.sort(owner * width + mapped)
+    theirs = np.sort(owner * width + vals[csr_rows(ptr, img)])
+    return bool(np.array_equal(ours, theirs))
