@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from scaleup import hardware
-from scaleup.collectives.op_table import csr_rows
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
+from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, variables
 from scaleup.sim.fairshare import get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
@@ -44,25 +44,6 @@ from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 
 __all__ = ["CompiledSchedule", "compile_schedule", "simulate", "simulate_many"]
-
-
-def _rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None) -> np.ndarray:
-    n_acc = len(topology.accelerators)
-    n = schedule.nranks
-    if ranks is None:
-        if n > n_acc:
-            raise SimulationError(
-                f"schedule has {n} ranks, topology {topology.name} has {n_acc} accelerators"
-            )
-        return np.arange(n, dtype=np.int64)
-    out = np.asarray(list(ranks), dtype=np.int64)
-    if len(out) != n:
-        raise UsageError(f"ranks maps {len(out)} ranks, the schedule has {n}", source="ranks")
-    if len(np.unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
-        raise UsageError(
-            f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks"
-        )
-    return out
 
 
 class CompiledSchedule:
@@ -91,74 +72,22 @@ class CompiledSchedule:
         self.schedule = schedule
         self.topology = topology
         self.net: Network = Network(topology) if network is None else network
-        self.rank_map = _rank_map(schedule, topology, ranks)
+        self.rank_map = rank_map(schedule, topology, ranks)
         t = schedule.table
         n = self.n_ops = t.n_ops
-        rmap = self.rank_map
-        route = np.zeros(n, dtype=np.int64)
-        p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
-        if len(p2p):
-            src = rmap[t.src_rank[t.src_ptr[p2p]]]
-            dst = rmap[t.dst_rank[t.dst_ptr[p2p]]]
-            red = (t.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
-            n_acc = len(topology.accelerators)
-            code = (src * n_acc + dst) * 2 + red
-            uniq, inv = np.unique(code, return_inverse=True)
-            self.net.prepare(self.net.acc_devices[np.unique(np.r_[src, dst])])
-            pairs = [(int(c // 2 // n_acc), int(c // 2 % n_acc), bool(c % 2)) for c in uniq]
-            ids = np.array(
-                [self.net.transfer_route(s, d, reduce=r) for s, d, r in pairs], dtype=np.int64
-            )
-            route[p2p] = ids[inv]
-        for i in np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE)):
-            srcs = tuple(int(r) for r in rmap[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]])
-            dsts = tuple(int(r) for r in rmap[t.dst_rank[t.dst_ptr[i] : t.dst_ptr[i + 1]]])
-            try:
-                route[i] = self.net.switch_route(srcs, dsts, int(rmap[t.rank[i]]))
-            except SimulationError as error:
-                raise SimulationError(
-                    error.message, source=topology.name, entry=error.entry, op=int(i)
-                ) from None
+        route, canon = op_routes(self.net, topology, t, self.rank_map)
         self.route = route
         # Route ids are global to the (shared) network, so their order depends on what its owner
         # compiled before; variables are ordered by a key of this schedule alone so that
         # the solver adds the same floats in the same order in every process (bit-for-bit runs).
-        canon = np.zeros(n, dtype=np.int64)
-        n_p2p_routes = 0
-        if len(p2p):
-            canon[p2p] = inv
-            n_p2p_routes = len(uniq)
-        switch_ops = np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE))
-        if len(switch_ops):
-            _, first, sw_inv = np.unique(route[switch_ops], return_index=True, return_inverse=True)
-            appearance = np.empty(len(first), dtype=np.int64)
-            appearance[np.argsort(first, kind="stable")] = np.arange(len(first))
-            canon[switch_ops] = n_p2p_routes + appearance[sw_inv]
-        route_of_canon = np.zeros(int(canon.max(initial=-1)) + 1, dtype=np.int64)
-        route_of_canon[canon] = route
-        issuer = rmap[t.rank]
-        # one LMM variable per (route, issuing rank, channel tag)
-        ch = t.channel.astype(np.int64)
-        cta_code = issuer * (int(ch.max(initial=0)) + 1) + ch
-        cta_uniq, cta_first, cta_inv = np.unique(cta_code, return_index=True, return_inverse=True)
-        self.cta_rank = issuer[cta_first]
-        self.cta_channel = ch[cta_first]
-        var_code = canon * len(cta_uniq) + cta_inv
-        var_uniq, self.var_of_op = np.unique(var_code, return_inverse=True)
-        self.var_route = route_of_canon[var_uniq // len(cta_uniq)]
-        self.var_cta = var_uniq % len(cta_uniq)
-        self.n_vars = len(var_uniq)
-        self.n_cta = len(cta_uniq)
-        # successors (CSR) from the dependency lists
-        n_deps = np.diff(t.dep_ptr)
-        self.n_deps = n_deps.astype(np.int64)
+        v = variables(route, canon, self.rank_map[t.rank], t.channel)
+        self.cta_rank, self.cta_channel = v.cta_rank, v.cta_channel
+        self.var_of_op, self.var_route, self.var_cta = v.var_of_op, v.var_route, v.var_cta
+        self.n_vars = len(v.var_route)
+        self.n_cta = len(v.cta_rank)
+        self.n_deps = np.diff(t.dep_ptr).astype(np.int64)
         self.dep_ptr, self.dep_idx = t.dep_ptr, t.dep_idx
-        owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
-        order = np.argsort(t.dep_idx, kind="stable")
-        self.succ_idx = owner[order]
-        self.succ_ptr = np.concatenate(
-            [[0], np.cumsum(np.bincount(t.dep_idx, minlength=n))]
-        ).astype(np.int64)
+        self.succ_idx, self.succ_ptr = successors(t)
         routes = self.net.routes
         self.op_route_latency = (
             np.array([routes[r].latency_s for r in range(len(routes))])[route] if n else np.zeros(0)
@@ -195,38 +124,8 @@ class CompiledSchedule:
         if hit is not None:
             return hit
         proto = for_topology(proto, self.topology, self.rank_map)  # NCCL's or RCCL's constants
-        net, routes = self.net, self.net.routes
-        base = net.n_constraints
-        # per route (used by some variable): its channel + memory entries, then per variable
-        # those entries plus, for fabric transfers, its thread block (local ops use the whole GPU)
-        used_routes, var_r = np.unique(self.var_route, return_inverse=True)
-        r_rows, r_use, r_car, r_len, r_net = [], [], [], [], []
-        for rid in used_routes.tolist():
-            r = routes[rid]
-            r_rows.append(np.concatenate([r.net_rows, r.mem_rows]).astype(np.int64))
-            r_use.append(
-                np.concatenate([r.net_vals * (r.inflate / proto.payload_efficiency), r.mem_vals])
-            )
-            r_car.append(np.concatenate([r.net_vals, r.mem_vals]))
-            r_len.append(len(r_rows[-1]))
-            r_net.append(len(r.net_rows) > 0)
-        r_ptr = np.concatenate([[0], np.cumsum(r_len)]).astype(np.int64)
-        none_i, none_f = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]  # an empty schedule
-        rows_all = np.concatenate(r_rows or none_i)
-        use_all, car_all = np.concatenate(r_use or none_f), np.concatenate(r_car or none_f)
-        ent = csr_rows(r_ptr, var_r)
-        ent_var = np.repeat(np.arange(self.n_vars), r_ptr[var_r + 1] - r_ptr[var_r])
-        has_cta = np.asarray(r_net, dtype=bool)[var_r]
-        lens = r_ptr[var_r + 1] - r_ptr[var_r]
-        col_ptr = np.concatenate([[0], np.cumsum(lens + has_cta)]).astype(np.int64)
-        # scatter without sorting: a variable's route entries, then its CTA entry last
-        slot = col_ptr[ent_var] + np.arange(len(ent)) - np.repeat(np.cumsum(lens) - lens, lens)
-        cta_v = np.flatnonzero(has_cta)
-        n_e = int(col_ptr[-1])
-        row_e, use_e, car_e = np.empty(n_e, dtype=np.int64), np.ones(n_e), np.zeros(n_e)
-        row_e[slot], use_e[slot], car_e[slot] = rows_all[ent], use_all[ent], car_all[ent]
-        row_e[col_ptr[cta_v + 1] - 1] = base + self.var_cta[cta_v]
-        system = (col_ptr, row_e.astype(np.int64), use_e, car_e)
+        net = self.net
+        system = usage_columns(net, self.var_route, self.var_cta, proto)
         accs = self.topology.accelerators
         cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
                             for r in self.cta_rank])  # fmt: skip

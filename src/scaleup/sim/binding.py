@@ -1,0 +1,165 @@
+"""The protocol-independent steps of binding a Schedule to a Topology: routes, variables, DAG.
+
+Split from :mod:`scaleup.sim.simulate` (whose :class:`~scaleup.sim.simulate.CompiledSchedule`
+calls these once per schedule and keeps the results) so that each step -- mapping ranks to
+accelerators, routing every op, grouping ops into LMM variables in a key of the schedule alone,
+successor lists, and the per-protocol usage columns -- reads as one function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scaleup.collectives.op_table import OpTable, csr_rows
+from scaleup.collectives.schedule import OpKind, Schedule
+from scaleup.errors import SimulationError, UsageError
+from scaleup.sim.network import Network
+from scaleup.sim.protocols import Protocol
+from scaleup.topology.model import Topology
+
+__all__ = ["Variables", "op_routes", "rank_map", "successors", "usage_columns", "variables"]
+
+
+def rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None) -> np.ndarray:
+    """The accelerator index of every schedule rank (default: the first n); checked."""
+    n_acc = len(topology.accelerators)
+    n = schedule.nranks
+    if ranks is None:
+        if n > n_acc:
+            raise SimulationError(
+                f"schedule has {n} ranks, topology {topology.name} has {n_acc} accelerators"
+            )
+        return np.arange(n, dtype=np.int64)
+    out = np.asarray(list(ranks), dtype=np.int64)
+    if len(out) != n:
+        raise UsageError(f"ranks maps {len(out)} ranks, the schedule has {n}", source="ranks")
+    if len(np.unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
+        raise UsageError(
+            f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks"
+        )
+    return out
+
+
+def op_routes(
+    net: Network, topology: Topology, t: OpTable, rmap: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(route, canon)`` of every op: its route id in ``net`` (added there as needed) and a
+    canonical route key of this schedule alone (point-to-point routes in code order, then
+    switch routes in order of appearance)."""
+    n = t.n_ops
+    route = np.zeros(n, dtype=np.int64)
+    canon = np.zeros(n, dtype=np.int64)
+    n_p2p_routes = 0
+    p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
+    if len(p2p):
+        src = rmap[t.src_rank[t.src_ptr[p2p]]]
+        dst = rmap[t.dst_rank[t.dst_ptr[p2p]]]
+        red = (t.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
+        n_acc = len(topology.accelerators)
+        code = (src * n_acc + dst) * 2 + red
+        uniq, inv = np.unique(code, return_inverse=True)
+        net.prepare(net.acc_devices[np.unique(np.r_[src, dst])])
+        pairs = [(int(c // 2 // n_acc), int(c // 2 % n_acc), bool(c % 2)) for c in uniq]
+        ids = np.array([net.transfer_route(s, d, reduce=r) for s, d, r in pairs], dtype=np.int64)
+        route[p2p] = ids[inv]
+        canon[p2p] = inv
+        n_p2p_routes = len(uniq)
+    switch_ops = np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE))
+    for i in switch_ops:
+        srcs = tuple(int(r) for r in rmap[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]])
+        dsts = tuple(int(r) for r in rmap[t.dst_rank[t.dst_ptr[i] : t.dst_ptr[i + 1]]])
+        try:
+            route[i] = net.switch_route(srcs, dsts, int(rmap[t.rank[i]]))
+        except SimulationError as error:
+            raise SimulationError(
+                error.message, source=topology.name, entry=error.entry, op=int(i)
+            ) from None
+    if len(switch_ops):
+        _, first, sw_inv = np.unique(route[switch_ops], return_index=True, return_inverse=True)
+        appearance = np.empty(len(first), dtype=np.int64)
+        appearance[np.argsort(first, kind="stable")] = np.arange(len(first))
+        canon[switch_ops] = n_p2p_routes + appearance[sw_inv]
+    return route, canon
+
+
+@dataclass(frozen=True)
+class Variables:
+    """The LMM variables: one per (route, issuing rank, channel tag), and the thread blocks."""
+
+    var_of_op: np.ndarray
+    var_route: np.ndarray
+    var_cta: np.ndarray
+    cta_rank: np.ndarray
+    cta_channel: np.ndarray
+
+
+def variables(
+    route: np.ndarray, canon: np.ndarray, issuer: np.ndarray, channel: np.ndarray
+) -> Variables:
+    """Group ops into variables by a key of the schedule alone (``canon``, not the shared
+    network's route ids), so the solver adds the same floats in the same order everywhere."""
+    route_of_canon = np.zeros(int(canon.max(initial=-1)) + 1, dtype=np.int64)
+    route_of_canon[canon] = route
+    ch = channel.astype(np.int64)
+    cta_code = issuer * (int(ch.max(initial=0)) + 1) + ch
+    cta_uniq, cta_first, cta_inv = np.unique(cta_code, return_index=True, return_inverse=True)
+    var_code = canon * len(cta_uniq) + cta_inv
+    var_uniq, var_of_op = np.unique(var_code, return_inverse=True)
+    return Variables(
+        var_of_op=var_of_op,
+        var_route=route_of_canon[var_uniq // len(cta_uniq)],
+        var_cta=var_uniq % len(cta_uniq),
+        cta_rank=issuer[cta_first],
+        cta_channel=ch[cta_first],
+    )
+
+
+def successors(t: OpTable) -> tuple[np.ndarray, np.ndarray]:
+    """``(succ_idx, succ_ptr)``: every op's dependants as CSR, from the dependency lists."""
+    n = t.n_ops
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(t.dep_ptr))
+    order = np.argsort(t.dep_idx, kind="stable")
+    succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(t.dep_idx, minlength=n))])
+    return owner[order], succ_ptr.astype(np.int64)
+
+
+def usage_columns(
+    net: Network, var_route: np.ndarray, var_cta: np.ndarray, proto: Protocol
+) -> tuple[Any, ...]:
+    """CSC usage columns ``(col_ptr, row, use, carried)`` of every variable for ``proto``: its
+    route's channel and memory entries, then, for fabric transfers, its thread block (row
+    ``net.n_constraints + cta``; local ops use the whole GPU)."""
+    routes = net.routes
+    base = net.n_constraints
+    used_routes, var_r = np.unique(var_route, return_inverse=True)
+    r_rows, r_use, r_car, r_len, r_net = [], [], [], [], []
+    for rid in used_routes.tolist():
+        r = routes[rid]
+        r_rows.append(np.concatenate([r.net_rows, r.mem_rows]).astype(np.int64))
+        r_use.append(
+            np.concatenate([r.net_vals * (r.inflate / proto.payload_efficiency), r.mem_vals])
+        )
+        r_car.append(np.concatenate([r.net_vals, r.mem_vals]))
+        r_len.append(len(r_rows[-1]))
+        r_net.append(len(r.net_rows) > 0)
+    r_ptr = np.concatenate([[0], np.cumsum(r_len)]).astype(np.int64)
+    none_i, none_f = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]  # an empty schedule
+    rows_all = np.concatenate(r_rows or none_i)
+    use_all, car_all = np.concatenate(r_use or none_f), np.concatenate(r_car or none_f)
+    ent = csr_rows(r_ptr, var_r)
+    ent_var = np.repeat(np.arange(len(var_route)), r_ptr[var_r + 1] - r_ptr[var_r])
+    has_cta = np.asarray(r_net, dtype=bool)[var_r]
+    lens = r_ptr[var_r + 1] - r_ptr[var_r]
+    col_ptr = np.concatenate([[0], np.cumsum(lens + has_cta)]).astype(np.int64)
+    # scatter without sorting: a variable's route entries, then its CTA entry last
+    slot = col_ptr[ent_var] + np.arange(len(ent)) - np.repeat(np.cumsum(lens) - lens, lens)
+    cta_v = np.flatnonzero(has_cta)
+    n_e = int(col_ptr[-1])
+    row_e, use_e, car_e = np.empty(n_e, dtype=np.int64), np.ones(n_e), np.zeros(n_e)
+    row_e[slot], use_e[slot], car_e[slot] = rows_all[ent], use_all[ent], car_all[ent]
+    row_e[col_ptr[cta_v + 1] - 1] = base + var_cta[cta_v]
+    return (col_ptr, row_e.astype(np.int64), use_e, car_e)
