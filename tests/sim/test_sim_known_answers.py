@@ -13,7 +13,7 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import compile_schedule, simulate, simulate_many
 from scaleup.sim import params as P
-from scaleup.sim.network import link_efficiency
+from scaleup.sim.paths import link_efficiency
 from scaleup.topology import resolve_topology
 
 NVLINK4_ONE_LINK = 25e9 * link_efficiency("nvlink4")  # 20.6 GB/s: NCCL's SM90 per-link figure

@@ -24,6 +24,8 @@ Routing rules:
   (:data:`~scaleup.sim.params.VIRTUAL_HOST_SOCKETS` per server) joined by each accelerator's
   catalog host link.
 - **Switch reduction (NVLS).** See :meth:`Network.switch_route`.
+
+The device and channel arrays and the multipath split live in :mod:`~scaleup.sim.paths`.
 """
 
 from __future__ import annotations
@@ -32,22 +34,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 
 from scaleup import hardware
-from scaleup.errors import NoRouteError, SimulationError
+from scaleup.errors import SimulationError
 from scaleup.sim import params as P
-from scaleup.topology.model import NodeKind, Topology
+from scaleup.sim.paths import FabricPaths, PathSplit, link_efficiency
+from scaleup.topology.model import Device, NodeKind, Topology
 
-__all__ = ["CONSTRAINT_KINDS", "LINK_CLASSES", "Network", "Route"]
+__all__ = ["CONSTRAINT_KINDS", "LINK_CLASSES", "Network", "Route", "link_efficiency"]
 
 #: Kinds of constraint, in the order they are laid out.
 CONSTRAINT_KINDS = ("channel", "host_link", "hbm", "host_memory")
 #: Latency classes of a route (rows of params.STEP_LATENCY_S, plus "switch").
 LINK_CLASSES = ("local", "nvlink", "pci", "net", "switch")
-_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "pcie": 2, "socket": 2,
-                    "infiniband": 3, "ethernet": 3}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -69,19 +68,6 @@ class Route:
     inflate: float = 1.0
 
 
-def link_efficiency(tech: str) -> float:
-    """Payload fraction of a link's raw rate: catalog encoding x :data:`params.LINK_EFFICIENCY`."""
-    spec = hardware.link_tech(tech)
-    family = str(spec.family)
-    if tech in P.LINK_EFFICIENCY:
-        eff = P.LINK_EFFICIENCY[tech]
-    elif family == "pcie":
-        eff = P.PCIE_TLP_EFFICIENCY * P.PCIE_DLLP_EFFICIENCY
-    else:
-        eff = P.LINK_EFFICIENCY.get(family, 1.0)
-    return float(spec.encoding_efficiency) * float(eff)
-
-
 def _merge(rows: list[np.ndarray], vals: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -101,26 +87,16 @@ class Network:
 
     def __init__(self, topology: Topology) -> None:
         t = self.topology = topology
-        dev_index = {d.id: i for i, d in enumerate(t.devices)}
-        self.n_devices = len(t.devices)
-        kinds = [d.kind for d in t.devices]
-        self.is_host = np.array([k is NodeKind.HOST for k in kinds])
-        self.is_acc = np.array([k is NodeKind.ACCELERATOR for k in kinds])
-        self.acc_devices = np.array([dev_index[d.id] for d in t.accelerators], dtype=np.int64)
+        fabric = self.fabric = FabricPaths(topology)
+        self.n_devices, self.is_host, self.is_acc = fabric.n_devices, fabric.is_host, fabric.is_acc
+        self.acc_devices = fabric.acc_devices
         self.rank_of_device = {int(d): r for r, d in enumerate(self.acc_devices)}
-        self.dev_latency = np.array([t.device_latency_s(d.id) for d in t.devices])
-        channels = t.channels
-        self.n_channels = len(channels)
-        self.ch_src = np.array([dev_index[c.src] for c in channels], dtype=np.int64)
-        self.ch_dst = np.array([dev_index[c.dst] for c in channels], dtype=np.int64)
-        self.ch_latency = np.array([c.latency_s for c in channels])
-        self.ch_class = np.array([_CLASS_OF_FAMILY.get(str(hardware.link_tech(c.tech).family), 1)
-                                  for c in channels], dtype=np.int64)  # fmt: skip
-        eff = {tech: link_efficiency(tech) for tech in {c.tech for c in channels}}
-        ch_cap = np.array([c.bandwidth_bytes_per_s * eff[c.tech] for c in channels])
-        self.ch_capacity = ch_cap
-        names = [f"{c.src}->{c.dst}" for c in channels]
-        caps = [ch_cap]
+        self.dev_latency = fabric.dev_latency
+        self.n_channels, self.ch_src, self.ch_dst = fabric.n_channels, fabric.ch_src, fabric.ch_dst
+        self.ch_latency, self.ch_class = fabric.ch_latency, fabric.ch_class
+        self.ch_capacity = fabric.ch_capacity
+        names = [f"{c.src}->{c.dst}" for c in t.channels]
+        caps = [self.ch_capacity]
         kinds_out = [np.zeros(self.n_channels, dtype=np.int8)]
         # virtual hosts when the topology has none
         n_acc = len(self.acc_devices)
@@ -146,8 +122,28 @@ class Network:
         names += [f"{a.id}.hbm" for a in accs]
         kinds_out.append(np.full(n_acc, 2, dtype=np.int8))
         base += n_acc
+        host_caps = self._host_memories(accs, names)
+        n_hosts = len(host_caps)
+        self.host_mem = base + np.arange(n_hosts)
+        self.host_mem_of_device = {
+            int(h): int(self.host_mem[i]) for i, h in enumerate(np.flatnonzero(self.is_host))
+        }
+        caps.append(host_caps)
+        kinds_out.append(np.full(n_hosts, 3, dtype=np.int8))
+        self.capacity = np.concatenate(caps)
+        self.constraint_kind = np.concatenate(kinds_out)
+        self.constraint_names = tuple(names)
+        self.n_constraints = len(self.capacity)
+        self.routes: list[Route] = []
+        self._route_ids: dict[Any, int] = {}
+
+    def _host_memories(self, accs: tuple[Device, ...], names: list[str]) -> np.ndarray:
+        """Capacity of every host memory constraint (virtual hosts: ``VIRTUAL_HOST_SOCKETS``
+        per server, each rank on one); their names are appended to ``names``."""
+        t = self.topology
         host_spec = hardware.host_spec("host")
         if self.virtual_hosts:
+            n_acc = len(accs)
             nodes = sorted({a.node for a in accs})
             per_node: dict[int, list[int]] = {}
             for r, a in enumerate(accs):
@@ -168,106 +164,17 @@ class Network:
             host_caps = np.array([hardware.host_spec(t.devices[h].type).memory_bytes_per_s
                                   * P.HOST_MEMORY_EFFICIENCY for h in host_devs])  # fmt: skip
             names += [f"{t.devices[h].id}.memory" for h in host_devs]
-            n_hosts = len(host_devs)
-        self.host_mem = base + np.arange(n_hosts)
-        self.host_mem_of_device = {
-            int(h): int(self.host_mem[i]) for i, h in enumerate(np.flatnonzero(self.is_host))
-        }
-        caps.append(host_caps)
-        kinds_out.append(np.full(n_hosts, 3, dtype=np.int8))
-        self.capacity = np.concatenate(caps)
-        self.constraint_kind = np.concatenate(kinds_out)
-        self.constraint_names = tuple(names)
-        self.n_constraints = len(self.capacity)
-        # graphs for hop-count BFS: without hosts (preferred) and with them
-        self._graphs = {}
-        for with_hosts in (False, True):
-            keep = (
-                np.ones(self.n_channels, dtype=bool)
-                if with_hosts
-                else ~(self.is_host[self.ch_src] | self.is_host[self.ch_dst])
-            )
-            self._graphs[with_hosts] = csr_matrix(
-                (np.ones(int(keep.sum())), (self.ch_src[keep], self.ch_dst[keep])),
-                shape=(self.n_devices,) * 2,
-            )
-        self._dist: dict[tuple[bool, int], np.ndarray] = {}
-        self._paths: dict[
-            tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
-        ] = {}
-        self.routes: list[Route] = []
-        self._route_ids: dict[Any, int] = {}
+        return host_caps
 
-    # ---- distances -----------------------------------------------------------------------
+    # ---- distances and paths (:class:`~scaleup.sim.paths.FabricPaths`) --------------------
     def prepare(self, devices: np.ndarray) -> None:
         """Compute BFS distances from many devices at once (one C call instead of many)."""
-        for with_hosts in (False, True):
-            need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
-            if need:
-                dist = shortest_path(
-                    self._graphs[with_hosts], unweighted=True, indices=need, directed=True
-                )
-                for d, row in zip(need, np.atleast_2d(dist), strict=True):
-                    self._dist[(with_hosts, d)] = row
+        self.fabric.prepare(devices)
 
-    def _distance(self, with_hosts: bool, device: int) -> np.ndarray:
-        key = (with_hosts, device)
-        if key not in self._dist:
-            self.prepare(np.array([device]))
-        return self._dist[key]
-
-    # ---- paths ---------------------------------------------------------------------------
-    def path(self, src: int, dst: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, int]:
+    def path(self, src: int, dst: int) -> PathSplit:
         """Multipath split from device ``src`` to ``dst``: (channel ids, fractions, per-device
         inflow, latency_s, link class). Hosts are crossed only if there is no other way."""
-        key = (src, dst)
-        cached = self._paths.get(key)
-        if cached is not None:
-            return cached
-        for with_hosts in (False, True):
-            ds = self._distance(with_hosts, src)
-            dd = self._distance(with_hosts, dst)  # channels come in pairs: the graph is symmetric
-            hops = ds[dst]
-            if np.isfinite(hops):
-                break
-        else:
-            raise NoRouteError(
-                f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
-            )
-        u, v = self.ch_src, self.ch_dst
-        on = ds[u] + 1 + dd[v] == hops
-        if not with_hosts:
-            on &= ~(self.is_host[u] | self.is_host[v])
-        edges = np.flatnonzero(on)
-        inflow = np.zeros(self.n_devices)
-        inflow[src] = 1.0
-        arrive = np.zeros(self.n_devices)
-        frac = np.zeros(len(edges))
-        level = ds[u[edges]]
-        for lv in range(int(hops)):
-            sel = np.flatnonzero(level == lv)
-            e = edges[sel]
-            w = self.ch_capacity[e].copy()
-            eu = u[e]
-            counts = np.bincount(eu, minlength=self.n_devices)
-            if counts.max() > P.MAX_ECMP_FANOUT:
-                w = _cap_fanout(eu, w, e)
-            wsum = np.bincount(eu, weights=w, minlength=self.n_devices)
-            f = np.where(w > 0, inflow[eu] * w / np.where(wsum[eu] > 0, wsum[eu], 1.0), 0.0)
-            frac[sel] = f
-            inflow += np.bincount(v[e], weights=f, minlength=self.n_devices)
-            through = (
-                arrive[eu] + self.ch_latency[e] + np.where(v[e] == dst, 0.0, self.dev_latency[v[e]])
-            )
-            np.maximum.at(arrive, v[e], np.where(f > 0, through, 0.0))
-        keep = frac > 0
-        edges, frac = edges[keep], frac[keep]
-        link_class = int(self.ch_class[edges].max()) if len(edges) else 0
-        inflow[src] = 0.0
-        inflow[dst] = 0.0
-        result = (edges, frac, inflow, float(arrive[dst]), link_class)
-        self._paths[key] = result
-        return result
+        return self.fabric.path(src, dst)
 
     # ---- routes --------------------------------------------------------------------------
     def _add(self, key: Any, route: Route) -> int:
@@ -318,7 +225,7 @@ class Network:
             )
         else:
             s, d = int(self.acc_devices[src_rank]), int(self.acc_devices[dst_rank])
-            ds = self._distance(True, s)
+            ds = self.fabric.distance(True, s)
             hosts = np.flatnonzero(self.is_host)
             host = int(hosts[np.argmin(ds[hosts])])
             e1, f1, _, l1, _ = self.path(s, host)
@@ -340,10 +247,13 @@ class Network:
         rid = self._route_ids.get(key)
         if rid is not None:
             return rid
+        return self._add(key, self._switch(srcs, dsts, issuer))
+
+    def _planes(self, issuer: int, issuer_device: int) -> tuple[list[int], np.ndarray]:
+        """The switches (device ids) with in-switch reduction the issuer's channels reach, and
+        the share of the bytes each takes (in proportion to the issuer's channel capacity)."""
         t = self.topology
-        ranks = sorted({*srcs, *dsts, issuer})
-        dev = {r: int(self.acc_devices[r]) for r in ranks}
-        out = np.flatnonzero(self.ch_src == dev[issuer])
+        out = np.flatnonzero(self.ch_src == issuer_device)
         targets = [(int(c), t.devices[int(self.ch_dst[c])]) for c in out]
         planes = [
             c
@@ -354,7 +264,14 @@ class Network:
         if not planes:
             raise SimulationError("nvls needs a switch with in-switch reduction", rank=issuer)
         switches = [int(self.ch_dst[c]) for c in planes]
-        share = self.ch_capacity[planes] / self.ch_capacity[planes].sum()
+        return switches, self.ch_capacity[planes] / self.ch_capacity[planes].sum()
+
+    def _switch(self, srcs: tuple[int, ...], dsts: tuple[int, ...], issuer: int) -> Route:
+        """The route :meth:`switch_route` adds: its legs over every plane, latency the slowest."""
+        t = self.topology
+        ranks = sorted({*srcs, *dsts, issuer})
+        dev = {r: int(self.acc_devices[r]) for r in ranks}
+        switches, share = self._planes(issuer, dev[issuer])
         index = self.topology.channel_index
         arch = str(hardware.accelerator(t.devices[dev[issuer]].type).arch)
         inflate = 1.0 / P.NVLS_EFFICIENCY.get(
@@ -395,17 +312,4 @@ class Network:
         net_rows, net_vals = _merge([np.array(rows, dtype=np.int64)], [np.array(vals)])
         mem_rows, mem_vals = _merge([self.hbm[list(srcs)], self.hbm[list(dsts)]],
                                     [np.ones(len(srcs)), np.ones(len(dsts))])  # fmt: skip
-        return self._add(key, Route(net_rows, net_vals, mem_rows, mem_vals, latency, 4, inflate))
-
-
-def _cap_fanout(eu: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Zero the weight of all but the MAX_ECMP_FANOUT widest next hops of each node."""
-    order = np.lexsort((e, -w, eu))
-    out = np.zeros_like(w)
-    rank_in_group = np.zeros(len(e), dtype=np.int64)
-    sorted_u = eu[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_u)) + 1]
-    rank_in_group[order] = np.arange(len(e)) - np.repeat(starts, np.diff(np.r_[starts, len(e)]))
-    keep = rank_in_group < P.MAX_ECMP_FANOUT
-    out[keep] = w[keep]
-    return out
+        return Route(net_rows, net_vals, mem_rows, mem_vals, latency, 4, inflate)

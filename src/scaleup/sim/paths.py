@@ -1,0 +1,161 @@
+"""Devices, channels and multipath shortest paths of a Topology, for the simulator's routes.
+
+Split from :mod:`scaleup.sim.network` (which documents the routing rules and turns these paths
+into constraints and routes) so that the channel arrays, the hop-count graphs, the cached
+breadth-first distances and the bandwidth-proportional multipath split stand on their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from scaleup import hardware
+from scaleup.errors import NoRouteError
+from scaleup.sim import params as P
+from scaleup.topology.model import NodeKind, Topology
+
+__all__ = ["FabricPaths", "link_efficiency"]
+
+_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "pcie": 2, "socket": 2,
+                    "infiniband": 3, "ethernet": 3}  # fmt: skip
+
+#: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).
+PathSplit = tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
+
+
+def link_efficiency(tech: str) -> float:
+    """Payload fraction of a link's raw rate: catalog encoding x :data:`params.LINK_EFFICIENCY`."""
+    spec = hardware.link_tech(tech)
+    family = str(spec.family)
+    if tech in P.LINK_EFFICIENCY:
+        eff = P.LINK_EFFICIENCY[tech]
+    elif family == "pcie":
+        eff = P.PCIE_TLP_EFFICIENCY * P.PCIE_DLLP_EFFICIENCY
+    else:
+        eff = P.LINK_EFFICIENCY.get(family, 1.0)
+    return float(spec.encoding_efficiency) * float(eff)
+
+
+class FabricPaths:
+    """Device and channel arrays of one topology (devices and channels in topology order), and
+    its shortest paths by hop count, cached: distances per source, splits per device pair."""
+
+    def __init__(self, topology: Topology) -> None:
+        t = self.topology = topology
+        dev_index = {d.id: i for i, d in enumerate(t.devices)}
+        self.n_devices = len(t.devices)
+        kinds = [d.kind for d in t.devices]
+        self.is_host = np.array([k is NodeKind.HOST for k in kinds])
+        self.is_acc = np.array([k is NodeKind.ACCELERATOR for k in kinds])
+        self.acc_devices = np.array([dev_index[d.id] for d in t.accelerators], dtype=np.int64)
+        self.dev_latency = np.array([t.device_latency_s(d.id) for d in t.devices])
+        channels = t.channels
+        self.n_channels = len(channels)
+        self.ch_src = np.array([dev_index[c.src] for c in channels], dtype=np.int64)
+        self.ch_dst = np.array([dev_index[c.dst] for c in channels], dtype=np.int64)
+        self.ch_latency = np.array([c.latency_s for c in channels])
+        self.ch_class = np.array([_CLASS_OF_FAMILY.get(str(hardware.link_tech(c.tech).family), 1)
+                                  for c in channels], dtype=np.int64)  # fmt: skip
+        eff = {tech: link_efficiency(tech) for tech in {c.tech for c in channels}}
+        self.ch_capacity = np.array([c.bandwidth_bytes_per_s * eff[c.tech] for c in channels])
+        # graphs for hop-count BFS: without hosts (preferred) and with them
+        self._graphs = {}
+        for with_hosts in (False, True):
+            keep = (
+                np.ones(self.n_channels, dtype=bool)
+                if with_hosts
+                else ~(self.is_host[self.ch_src] | self.is_host[self.ch_dst])
+            )
+            self._graphs[with_hosts] = csr_matrix(
+                (np.ones(int(keep.sum())), (self.ch_src[keep], self.ch_dst[keep])),
+                shape=(self.n_devices,) * 2,
+            )
+        self._dist: dict[tuple[bool, int], np.ndarray] = {}
+        self._paths: dict[tuple[int, int], PathSplit] = {}
+
+    # ---- distances -----------------------------------------------------------------------
+    def prepare(self, devices: np.ndarray) -> None:
+        """Compute BFS distances from many devices at once (one C call instead of many)."""
+        for with_hosts in (False, True):
+            need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
+            if need:
+                dist = shortest_path(
+                    self._graphs[with_hosts], unweighted=True, indices=need, directed=True
+                )
+                for d, row in zip(need, np.atleast_2d(dist), strict=True):
+                    self._dist[(with_hosts, d)] = row
+
+    def distance(self, with_hosts: bool, device: int) -> np.ndarray:
+        """Hop counts from ``device`` to every device (through hosts or not), cached."""
+        key = (with_hosts, device)
+        if key not in self._dist:
+            self.prepare(np.array([device]))
+        return self._dist[key]
+
+    # ---- paths ---------------------------------------------------------------------------
+    def path(self, src: int, dst: int) -> PathSplit:
+        """Multipath split from device ``src`` to ``dst``: (channel ids, fractions, per-device
+        inflow, latency_s, link class). Hosts are crossed only if there is no other way."""
+        key = (src, dst)
+        cached = self._paths.get(key)
+        if cached is not None:
+            return cached
+        for with_hosts in (False, True):
+            ds = self.distance(with_hosts, src)
+            dd = self.distance(with_hosts, dst)  # channels come in pairs: the graph is symmetric
+            hops = ds[dst]
+            if np.isfinite(hops):
+                break
+        else:
+            raise NoRouteError(
+                f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
+            )
+        u, v = self.ch_src, self.ch_dst
+        on = ds[u] + 1 + dd[v] == hops
+        if not with_hosts:
+            on &= ~(self.is_host[u] | self.is_host[v])
+        edges = np.flatnonzero(on)
+        inflow = np.zeros(self.n_devices)
+        inflow[src] = 1.0
+        arrive = np.zeros(self.n_devices)
+        frac = np.zeros(len(edges))
+        level = ds[u[edges]]
+        for lv in range(int(hops)):
+            sel = np.flatnonzero(level == lv)
+            e = edges[sel]
+            w = self.ch_capacity[e].copy()
+            eu = u[e]
+            counts = np.bincount(eu, minlength=self.n_devices)
+            if counts.max() > P.MAX_ECMP_FANOUT:
+                w = _cap_fanout(eu, w, e)
+            wsum = np.bincount(eu, weights=w, minlength=self.n_devices)
+            f = np.where(w > 0, inflow[eu] * w / np.where(wsum[eu] > 0, wsum[eu], 1.0), 0.0)
+            frac[sel] = f
+            inflow += np.bincount(v[e], weights=f, minlength=self.n_devices)
+            through = (
+                arrive[eu] + self.ch_latency[e] + np.where(v[e] == dst, 0.0, self.dev_latency[v[e]])
+            )
+            np.maximum.at(arrive, v[e], np.where(f > 0, through, 0.0))
+        keep = frac > 0
+        edges, frac = edges[keep], frac[keep]
+        link_class = int(self.ch_class[edges].max()) if len(edges) else 0
+        inflow[src] = 0.0
+        inflow[dst] = 0.0
+        result = (edges, frac, inflow, float(arrive[dst]), link_class)
+        self._paths[key] = result
+        return result
+
+
+def _cap_fanout(eu: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Zero the weight of all but the MAX_ECMP_FANOUT widest next hops of each node."""
+    order = np.lexsort((e, -w, eu))
+    out = np.zeros_like(w)
+    rank_in_group = np.zeros(len(e), dtype=np.int64)
+    sorted_u = eu[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_u)) + 1]
+    rank_in_group[order] = np.arange(len(e)) - np.repeat(starts, np.diff(np.r_[starts, len(e)]))
+    keep = rank_in_group < P.MAX_ECMP_FANOUT
+    out[keep] = w[keep]
+    return out
