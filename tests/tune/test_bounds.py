@@ -1,6 +1,6 @@
 """The tuner's analytic lower bound (scaleup.tune.bounds) is never above the simulated time.
 
-Checked through the session's own path (``_Question.simulate``: the reference structure scaled to
+Checked through the session's own path (``Question.simulate``: the reference structure scaled to
 the size, with the pipelined algorithms' ``step_bytes``) for every enabled candidate of presets,
 groups of ranks, collectives, sizes and dtypes; and the search that prunes with it builds few
 structures and still picks what simulating everything picks.

@@ -8,9 +8,9 @@ import pytest
 
 from scaleup.topology import resolve_topology
 from scaleup.tune import BenchRequest, TuneSession, candidates
+from scaleup.tune.choose import TIE_RTOL
 from scaleup.tune.explain import explain_sweep
 from scaleup.tune.explain_paths import ChannelPath, _describe
-from scaleup.tune.search import TIE_RTOL
 
 DGX = resolve_topology("dgx-h100")
 GIB = 1 << 30

@@ -1,0 +1,158 @@
+"""One pass over the sizes of a request: candidates queued, pruned, simulated; the tie rule.
+
+Split from :mod:`scaleup.tune.search` (whose docstring explains the branch and bound) so that
+choosing the fastest candidate at each size -- cheapest bound first, pruning what cannot win,
+exact ties to candidate order (:data:`TIE_RTOL`), the exact check of the winner -- stands apart
+from the session that owns the state.
+"""
+
+from __future__ import annotations
+
+from scaleup.errors import SimulationError
+from scaleup.tune.choice import TunedChoice
+from scaleup.tune.observe import CandidateOutcome
+from scaleup.tune.question import Question, Timed
+from scaleup.tune.rules import Candidate, chunks_for
+
+__all__ = ["TIE_RTOL", "SizePass"]
+
+#: Times within this relative difference are a tie (broken by candidate order): the flow-class
+#: path and the per-flow path (``--exact``) add the same rates in another order, and a tie in one
+#: must stay a tie in the other.
+TIE_RTOL = 1e-9
+
+
+def _beats(time_s: float, order: int, best: tuple[float, int]) -> bool:
+    """Whether (``time_s``, ``order``) wins over ``best``: faster beyond a tie, or a tie and
+    earlier in candidate order."""
+    if time_s < best[0] * (1 - TIE_RTOL):
+        return True
+    return time_s <= best[0] * (1 + TIE_RTOL) and order < best[1]
+
+
+class SizePass:
+    """One pass over the sizes of a request: the candidates and, when pruning, each candidate's
+    time at the last size it was simulated at (a lower bound at every larger size) and the
+    previous size's choice (simulated first)."""
+
+    def __init__(
+        self,
+        question: Question,
+        cands: list[Candidate],
+        printed: list[tuple[int, int, int]],
+        bounds: dict[Candidate, float] | None,
+    ) -> None:
+        self.question = question
+        self.cands = cands
+        self.order = {c: i for i, c in enumerate(cands)}
+        self.printed = printed
+        self.bounds = bounds
+        self.first: Candidate | None = None
+
+    def choose(self, nbytes: int, count: int) -> TunedChoice:
+        """The fastest candidate whose structure passes the exact check (see module)."""
+        while True:
+            cand, timed, considered = self._fastest(nbytes, count)
+            verdict = self.question.confirm(cand, timed.chunks)
+            if verdict is not None:
+                self.first = cand
+                return TunedChoice(
+                    cand.algorithm,
+                    cand.protocol,
+                    cand.channels,
+                    timed.chunks,
+                    timed.time_s,
+                    timed.result,
+                    verdict,
+                    considered,
+                )
+
+    def _queue(self, count: int) -> list[Candidate]:
+        """Candidates in the order they are simulated: cheapest bound first when pruning (so the
+        best is found early and prunes the rest), the previous size's choice before all."""
+        bounds, order = self.bounds, self.order
+        if bounds is not None:
+            queue = sorted(
+                self.cands,
+                key=lambda c: (
+                    max(bounds.get(c, 0.0), self.question.lower_bound_s(c, count)),
+                    order[c],
+                ),
+            )
+        else:
+            queue = list(self.cands)
+        if self.first is not None and self.first in order:
+            queue.remove(self.first)
+            queue.insert(0, self.first)
+        return queue
+
+    def _pruned(self, cand: Candidate, count: int, best: tuple[float, int]) -> bool:
+        """Whether ``cand`` cannot beat ``best`` (time, candidate order): a lower bound above the
+        best time, or equal to it when ``cand`` comes later in candidate order (a tie it would
+        lose); its time at a smaller size, or :meth:`Question.lower_bound_s`."""
+        if self.bounds is None:
+            return False
+        loses = self.order[cand] > best[1]
+        for bound in (self.bounds.get(cand, 0.0), self.question.lower_bound_s(cand, count)):
+            if bound > best[0] * (1 + TIE_RTOL) or (loses and bound >= best[0] * (1 - TIE_RTOL)):
+                return True
+        return False
+
+    def _fastest(
+        self, nbytes: int, count: int
+    ) -> tuple[Candidate, Timed, tuple[tuple[Candidate, float], ...]]:
+        """The least simulated time over the candidates (ties: first in candidate order) and
+        every (candidate, time) simulated."""
+        best: tuple[float, int, Candidate, Timed] | None = None
+        considered = []
+        for cand in self._queue(count):
+            if (
+                best is not None
+                and (
+                    self._pruned(cand, count, best[:2])  # its bounds lose: never built
+                    or (  # built (as it would be to run it): its congestion bound may lose
+                        (cand, count) not in self.question.timed
+                        and self.question.prepare(cand, nbytes)
+                        and self._pruned(cand, count, best[:2])
+                    )
+                )
+            ):
+                self._observe(nbytes, count, cand, None, pruned=True)
+                continue
+            timed = self.question.simulate(cand, nbytes, count)
+            self._observe(nbytes, count, cand, timed)
+            if timed is None:
+                continue
+            considered.append((cand, timed.time_s))
+            if self.bounds is not None:
+                self.bounds[cand] = timed.time_s
+            if best is None or _beats(timed.time_s, self.order[cand], best[:2]):
+                best = (timed.time_s, self.order[cand], cand, timed)
+        if best is None:
+            q = self.question
+            reasons = "; ".join(sorted(set(q.failed.values()))) or "no candidate"
+            raise SimulationError(
+                f"no algorithm can run {q.collective} on {q.nranks} ranks here ({reasons})",
+                source=q.topology.name,
+            )
+        return best[2], best[3], tuple(considered)
+
+    def _observe(
+        self, nbytes: int, count: int, cand: Candidate, timed: Timed | None, pruned: bool = False
+    ) -> None:
+        """Tell the session's observer what became of ``cand`` (nothing when there is none)."""
+        q = self.question
+        if q.session.observer is None:
+            return
+        chunks = chunks_for(cand.algorithm, q.collective, nbytes, cand.channels, cand.protocol)
+        key, first = (cand.algorithm, cand.channels, chunks), (cand.algorithm, cand.channels, 1)
+        compiled = q.compiled.get(key) or q.compiled.get(first)
+        if pruned and compiled is None:  # explaining: the structure whose bound is shown
+            compiled = q.compiled_for(*first)
+        q.session.observer(CandidateOutcome(
+            q.topology, q.group, q.collective, nbytes, count, cand, chunks,
+            "pruned" if pruned else "failed" if timed is None else "simulated",
+            time_s=None if timed is None else timed.time_s, result=timed.result if timed else None,
+            bound_s=max((self.bounds or {}).get(cand, 0.0), q.lower_bound_s(cand, count))
+            if pruned else None, compiled=compiled, reason=q.failed.get(key, ""),
+        ))  # fmt: skip

@@ -1,0 +1,195 @@
+"""The state of one tuning question: its structures built, checked, compiled and timed once.
+
+Split from :mod:`scaleup.tune.search` (the :class:`~scaleup.tune.search.TuneSession` that owns
+these questions and documents the search) so that what one question (topology, collective, group
+of ranks, dtype, redop, root) keeps -- builder parameters, compiled reference structures,
+timings, failures and lower bounds -- reads apart from the session and the pass over sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scaleup.collectives.algorithms import build_schedule
+from scaleup.collectives.schedule import Schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import ScheduleError, SimulationError
+from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
+from scaleup.topology.model import Topology
+from scaleup.tune.bounds import GroupFabric, lower_bound_s
+from scaleup.tune.checks import REFERENCE_BLOCKS
+from scaleup.tune.nvls import nvls_tree_params
+from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
+
+if TYPE_CHECKING:
+    from scaleup.tune.search import TuneSession
+
+__all__ = ["Question", "Timed"]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One candidate's simulated time at one size, the pipeline depth it ran at, its result."""
+
+    time_s: float
+    chunks: int
+    result: SimResult
+
+
+class Question:
+    """The state of one question: (topology, collective, group, dtype, redop, root).
+
+    Each (algorithm, channels, chunks) is built once at a reference count divisible by all its
+    blocks and compiled once; a size is then timed by scaling every op's count
+    (``CompiledSchedule.run(scale=)``), exact where the size's count divides like the reference
+    and within a fraction of an element per op otherwise. Count 0 (nccl-tests' size-0 rows) runs
+    the structure with zero bytes: launch and step latency only, as NCCL still launches the kernel.
+    """
+
+    def __init__(
+        self,
+        session: TuneSession,
+        topology: Topology,
+        key: tuple[str, tuple[int, ...] | None, str, str, int],
+    ) -> None:
+        self.session = session
+        self.topology = topology
+        self.collective, self.group, self.dtype, self.redop, self.root = key
+        self.shape = session.shape(topology, self.group)
+        self.nranks = self.shape.nranks
+        self.compiled: dict[tuple[str, int, int], CompiledSchedule] = {}
+        self.timed: dict[tuple[Candidate, int], Timed] = {}
+        self.failed: dict[tuple[str, int, int], str] = {}
+        self._fabric: GroupFabric | None = None
+        self._bounds: dict[tuple[Candidate, int], float] = {}
+        self._params: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def reference_count(self, channels: int, chunks: int) -> int:
+        return self.nranks * channels * chunks * REFERENCE_BLOCKS
+
+    def params(self, algorithm: str, channels: int) -> dict[str, Any]:
+        """The builder parameters of (``algorithm``, ``channels``) on this group, once."""
+        key = (algorithm, 0 if algorithm == "nvls_tree" else channels)
+        params = self._params.get(key)
+        if params is None:
+            if algorithm == "nvls_tree":  # server size and one head per NIC
+                params = nvls_tree_params(self.topology, self.group)
+            else:
+                params = self.shape.params(algorithm, channels)
+            self._params[key] = params
+        return params
+
+    def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Schedule:
+        spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
+        params = self.params(algorithm, channels)
+        return build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
+
+    def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule | None:
+        """The reference structure, compiled once, unchecked (only explanations of pruned
+        candidates ask: the search itself never builds a structure to bound it); None when it
+        cannot be built or compiled."""
+        key = (algorithm, channels, chunks)
+        if key not in self.compiled:
+            try:
+                count = self.reference_count(channels, chunks)
+                self.compiled[key] = self._compile(self.build(algorithm, count, channels, chunks))
+            except (ScheduleError, SimulationError):
+                return None
+        return self.compiled[key]
+
+    def _compile(self, schedule: Schedule) -> CompiledSchedule:
+        network = self.session.network(self.topology)
+        return compile_schedule(schedule, self.topology, ranks=self.group, network=network)
+
+    def checked_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule:
+        """The reference structure, checked in lanes before it is first compiled."""
+        key = (algorithm, channels, chunks)
+        compiled = self.compiled.get(key)
+        schedule = (
+            compiled.schedule
+            if compiled is not None
+            else self.build(algorithm, self.reference_count(channels, chunks), channels, chunks)
+        )
+        self.session.checked.check_lanes(schedule)
+        if compiled is None:
+            compiled = self.compiled[key] = self._compile(schedule)
+        return compiled
+
+    def confirm(self, cand: Candidate, chunks: int) -> str | None:
+        """The exact check of a chosen structure: its verdict, or None (and the structure marked
+        failed) when it is wrong."""
+        structure = (cand.algorithm, cand.channels, chunks)
+        try:
+            return self.session.checked.check_exact(self.compiled[structure].schedule)
+        except ScheduleError as error:
+            self.failed[structure] = error.one_line()
+            return None
+
+    def prepare(self, cand: Candidate, nbytes: int) -> bool:
+        """Build, check and compile the structure ``cand`` runs at ``nbytes`` (what
+        :meth:`simulate` does first), so that its congestion bound is known before it is run;
+        False when it cannot be (the reason is kept in ``failed``)."""
+        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        structure = (cand.algorithm, cand.channels, chunks)
+        if structure in self.failed:
+            return False
+        try:
+            self.checked_for(*structure)
+        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+            self.failed[structure] = error.one_line()
+            return False
+        return True
+
+    def simulate(self, cand: Candidate, nbytes: int, count: int) -> Timed | None:
+        """The candidate's timing at ``count`` elements, or None if it cannot be built, checked
+        or simulated here (the reason is kept in ``failed``)."""
+        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        structure = (cand.algorithm, cand.channels, chunks)
+        if structure in self.failed:
+            return None
+        hit = self.timed.get((cand, count))
+        if hit is not None:
+            return hit
+        try:
+            compiled = self.checked_for(*structure)
+            scale = count / self.reference_count(cand.channels, chunks)
+            step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
+            result = compiled.run(
+                cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
+                exact=self.session.exact,
+            )  # fmt: skip
+        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+            self.failed[structure] = error.one_line()
+            return None
+        timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)
+        return timed
+
+    @property
+    def fabric(self) -> GroupFabric:
+        """The capacities around the group (:class:`~scaleup.tune.bounds.GroupFabric`), once."""
+        if self._fabric is None:
+            network = self.session.network(self.topology)
+            self._fabric = GroupFabric.of(self.topology, self.group, network)
+        return self._fabric
+
+    def lower_bound_s(self, cand: Candidate, count: int) -> float:
+        """A lower bound of the candidate's time at ``count`` elements that builds nothing:
+        :func:`scaleup.tune.bounds.lower_bound_s` from the algorithm's structure, raised to
+        :meth:`CompiledSchedule.lower_bound_s` (the congestion bound, tighter where a channel
+        carries more than its share) when a structure of the candidate is already compiled
+        (every pipelined depth carries the same bytes)."""
+        key = (cand, count)
+        bound = self._bounds.get(key)
+        if bound is None:
+            bound = self._bounds[key] = lower_bound_s(
+                self.topology, self.group, self.fabric, self.collective, cand, count,
+                params=self.params(cand.algorithm, cand.channels), dtype=self.dtype,
+                root=self.root,
+            )  # fmt: skip
+        for (algorithm, channels, chunks), compiled in self.compiled.items():
+            if (algorithm, channels) == (cand.algorithm, cand.channels):
+                scale = count / self.reference_count(channels, chunks)
+                congestion = compiled.lower_bound_s(cand.protocol, dtype=self.dtype, scale=scale)
+                return max(bound, float(congestion))
+        return bound
