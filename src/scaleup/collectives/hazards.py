@@ -96,9 +96,14 @@ class Replay:
             op=second, rank=chunk.rank,
         )  # fmt: skip
 
-    def read(self, op: int, bits: int, chunk: Chunk) -> None:
+    def _segments(self, chunk: Chunk) -> tuple[Shadow, int, int]:
+        """The chunk's shadow map and its segments ``lo:hi`` there (cut at the chunk's ends)."""
         sh = self.shadow(chunk.rank, int(chunk.buffer))
         lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
+        return sh, lo, hi
+
+    def read(self, op: int, bits: int, chunk: Chunk) -> None:
+        sh, lo, hi = self._segments(chunk)
         for seg in range(lo, hi):
             w = sh.writer[seg]
             if w == UNWRITTEN:
@@ -115,8 +120,7 @@ class Replay:
             readers.append(op)
 
     def write(self, op: int, bits: int, chunk: Chunk) -> None:
-        sh = self.shadow(chunk.rank, int(chunk.buffer))
-        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
+        sh, lo, hi = self._segments(chunk)
         for seg in range(lo, hi):
             w = sh.writer[seg]
             if w == op:

@@ -20,28 +20,28 @@ from scaleup.errors import ScheduleError
 __all__ = ["Buffer", "Chunk", "Op", "OpKind", "OpTable", "OpsView", "csr_rows"]
 
 
-class Buffer(IntEnum):
+class _Labelled(IntEnum):
+    """An integer code (as stored in the op table) with a lower-case name for printing."""
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Buffer(_Labelled):
     """The per-rank buffers a chunk can live in."""
 
     INPUT = 0
     OUTPUT = 1
     SCRATCH = 2
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
-
-class OpKind(IntEnum):
+class OpKind(_Labelled):
     """What an op does (see the module docstring)."""
 
     COPY = 0
     REDUCE = 1
     SWITCH_REDUCE = 2
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,21 +169,19 @@ class OpTable:
         return self.dep_idx[self.dep_ptr[i] : self.dep_ptr[i + 1]]
 
     def srcs_of(self, i: int) -> tuple[Chunk, ...]:
-        lo, hi, c = int(self.src_ptr[i]), int(self.src_ptr[i + 1]), int(self.count[i])
-        return tuple(
-            Chunk(
-                int(self.src_rank[j]), Buffer(int(self.src_buffer[j])), int(self.src_offset[j]), c
-            )
-            for j in range(lo, hi)
-        )
+        return self._chunks(i, self.src_ptr, self.src_rank, self.src_buffer, self.src_offset)
 
     def dsts_of(self, i: int) -> tuple[Chunk, ...]:
-        lo, hi, c = int(self.dst_ptr[i]), int(self.dst_ptr[i + 1]), int(self.count[i])
+        return self._chunks(i, self.dst_ptr, self.dst_rank, self.dst_buffer, self.dst_offset)
+
+    def _chunks(
+        self, i: int, ptr: np.ndarray, rank: np.ndarray, buffer: np.ndarray, offset: np.ndarray
+    ) -> tuple[Chunk, ...]:
+        """Op ``i``'s chunks from one CSR list (sources or destinations)."""
+        c = int(self.count[i])
         return tuple(
-            Chunk(
-                int(self.dst_rank[j]), Buffer(int(self.dst_buffer[j])), int(self.dst_offset[j]), c
-            )
-            for j in range(lo, hi)
+            Chunk(int(rank[j]), Buffer(int(buffer[j])), int(offset[j]), c)
+            for j in range(int(ptr[i]), int(ptr[i + 1]))
         )
 
     def op(self, i: int) -> Op:

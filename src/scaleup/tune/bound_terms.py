@@ -180,16 +180,25 @@ def _nvls_all_reduce(
     return t
 
 
+def _servers(fabric: GroupFabric, g: int, *, whole: bool) -> int:
+    """How many blocks of ``g`` consecutive ranks the group splits into (0: it does not; with
+    ``whole``, also 0 unless each block is exactly one server's ranks)."""
+    n = fabric.nranks
+    if g <= 0 or n % g or (whole and not _whole_blocks(fabric, g)):
+        return 0
+    return n // g
+
+
 def _hierarchical_all_reduce(
     cand: Candidate, fabric: GroupFabric, params: Mapping[str, Any], s: float, root: int
 ) -> Terms:
     """A hierarchical all_reduce: rings inside servers of ``ranks_per_node``, then across."""
-    n, ch = fabric.nranks, cand.channels
+    ch = cand.channels
     generic = _generic("all_reduce", fabric, s, root)
     g = int(params.get("ranks_per_node", 8))
-    if g <= 0 or n % g:
+    m = _servers(fabric, g, whole=False)
+    if not m:
         return generic
-    m = n // g
     per_rank = 2 * (g - 1) / g * s + 2 * (m - 1) / m * s / g
     t = Terms(per_rank, per_rank, fabric_bytes=2 * m * (g - 1) * s + 2 * (m - 1) * s,
                tags=ch, chain=2 * (g - 1) + 2 * (m - 1))  # fmt: skip
@@ -204,12 +213,12 @@ def _nvls_tree_all_reduce(
     cand: Candidate, fabric: GroupFabric, params: Mapping[str, Any], s: float, root: int
 ) -> Terms:
     """An NVLS-Tree all_reduce: NVLS inside each server, double binary trees across them."""
-    n, ch = fabric.nranks, cand.channels
+    ch = cand.channels
     generic = _generic("all_reduce", fabric, s, root)
-    g = int(params.get("ranks_per_node") or n)
-    if g <= 0 or n % g or not _whole_blocks(fabric, g):
+    g = int(params.get("ranks_per_node") or fabric.nranks)
+    m = _servers(fabric, g, whole=True)
+    if not m:
         return generic
-    m = n // g
     dtrees = dtree_parents(m)  # channel c rides tree c % 2
     per_tree = [sum(1 for c in range(ch) if c % 2 == i) * s / ch for i in (0, 1)]
     server = np.zeros(m)
