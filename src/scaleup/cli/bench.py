@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,21 +235,6 @@ def _check_mode(flags: BenchFlags) -> None:
         raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
 
 
-def _progress_bar() -> Any:
-    """A rich progress bar on stderr when it is a terminal, else None."""
-    if not sys.stderr.isatty():
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=render.err_console,
-        transient=True,
-    )
-
-
 def _topologies(flags: BenchFlags) -> dict[str, Topology]:
     from scaleup.topology import resolve_topology
 
@@ -272,7 +256,7 @@ def _simulate(
 
     topos = _topologies(flags)
     session = TuneSession(exact=flags.exact)  # one session: structures checked once per fabric
-    bar = _progress_bar()
+    bar = render.progress_bar()
     series: dict[str, list[BenchRow]] = {}
     with bar if bar is not None else contextlib.nullcontext(), flag_errors(FLAG_OF):
         for label, topo in topos.items():
