@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from scaleup import runtime as rt
@@ -204,3 +206,26 @@ def test_failing_rank_is_prefixed_and_summarised(tmp_path: Path) -> None:
     assert tracebacks == ["[rank1]: Traceback (most recent call last):"]  # the others: one line
     stopped = [line for line in lines if "stops" in line]
     assert sorted(line.split(":")[0] for line in stopped) == ["[rank0]", "[rank2]"]
+
+
+def _exchange(sizes: list[int]) -> bool:
+    api.init_process_group(backend="local")
+    me = rt.rank()
+    ok = True
+    works = []
+    for i, n in enumerate(sizes):  # every size both ways, isend and blocking recv interleaved
+        data = (np.arange(n, dtype=np.uint8) + i + me).astype(np.uint8)
+        works.append(api.isend(data, 1 - me))
+    for i, n in enumerate(sizes):
+        got = np.zeros(n, dtype=np.uint8)
+        api.recv(got, 1 - me)
+        ok = ok and bool(np.array_equal(got, (np.arange(n) + i + 1 - me).astype(np.uint8)))
+    for work in works:
+        work.wait()
+    return ok
+
+
+@settings(max_examples=10)
+@given(sizes=st.lists(st.integers(0, 3 * p2p.DEFAULT_SLOT_BYTES), min_size=1, max_size=4))
+def test_messages_arrive_whole_and_in_order(sizes: list[int]) -> None:
+    assert rt.launch(_exchange, 2, sizes, transport="local", timeout_s=20) == [True, True]
