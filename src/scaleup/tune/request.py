@@ -191,14 +191,17 @@ class BenchRequest:
 
     def clamp_counts(self, counts: Sequence[int]) -> tuple[int, ...]:
         """The channel counts to try, each clamped into ``min_channels..max_channels`` (as NCCL
-        clamps its channel count), without repeats.
+        clamps its channel count), without repeats, in the given order (it breaks exact ties);
+        ``counts`` itself when no bound is set.
 
-        >>> BenchRequest(max_channels=6).clamp_counts((1, 2, 4, 8, 16))
-        (1, 2, 4, 6)
+        >>> BenchRequest(max_channels=6).clamp_counts((8, 1, 2, 4, 16))
+        (6, 1, 2, 4)
         """
+        if self.min_channels is None and self.max_channels is None:
+            return tuple(counts)
         lo = self.min_channels or 1
         hi = self.max_channels or MAX_CHANNELS
-        return tuple(sorted({min(max(c, lo), hi) for c in counts}))
+        return tuple(dict.fromkeys(min(max(c, lo), hi) for c in counts))
 
     def narrow(self, cands: Sequence[Candidate]) -> list[Candidate]:
         """``cands`` less the algorithms and protocols not allowed; a UsageError naming
