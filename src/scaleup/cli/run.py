@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import typer
 
@@ -23,11 +24,16 @@ __all__ = ["register"]
 _FLAGS = {"world_size": "-n/--nproc", "transport": "--transport", "timeout_s": "--timeout"}
 
 
+_WRITE_LOCK = threading.Lock()  # one relay thread per rank and stream: whole lines only
+
+
 def _prefixed(rank: int, is_err: bool, line: str) -> None:
     """Write one line of a rank's output with its rank in front, as torchrun's ``[rank0]:``."""
     stream = sys.stderr if is_err else sys.stdout
-    stream.write(f"[rank{rank}]: {line if line.endswith(chr(10)) else line + chr(10)}")
-    stream.flush()
+    text = line if line.endswith("\n") else line + "\n"
+    with _WRITE_LOCK:
+        stream.write(f"[rank{rank}]: {text}")
+        stream.flush()
 
 
 def register(app: typer.Typer) -> None:
