@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -14,3 +15,13 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=10)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _no_nccl_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``scaleup bench`` honours NCCL_ALGO and friends: a developer's shell must not change the
+    tables the tests (and the golden files) expect. Tests that want them set them."""
+    from scaleup.tune.nccl_env import NCCL_ENV_VARS
+
+    for name in NCCL_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)

@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "sweep": 7,
     "calibration": 7,
     "cli": 8,
+    "__main__": 9,  # python -m scaleup: the command line, above everything
 }
 #: Pairs of different names in one layer that may import each other (a -> b).
 SAME_LAYER_ALLOWED = {("sweep", "bench"), ("calibration", "bench")}

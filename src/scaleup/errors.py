@@ -15,6 +15,7 @@ Hierarchy::
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
      │    ├── UsageError             a flag or argument combination that cannot work
+     │    │    └── Unsupported        a valid torch.distributed call this runtime cannot honour
      │    └── LimitError             a size beyond a documented limit or this machine's memory
      ├── ScheduleError               a schedule is malformed or incorrect
      │    ├── UnsupportedCollective  an algorithm cannot express that collective
@@ -58,6 +59,7 @@ __all__ = [
     "UnknownCatalogEntry",
     "UnknownPreset",
     "UnknownTopologyEntry",
+    "Unsupported",
     "UnsupportedCollective",
     "UnwrittenReadError",
     "UsageError",
@@ -137,6 +139,11 @@ class SpecFileError(InputError):
 
 class UsageError(InputError):
     """A flag or combination of arguments that cannot work."""
+
+
+class Unsupported(UsageError):
+    """A call valid in torch.distributed that this runtime cannot honour (e.g. a subgroup of
+    ranks); the message says what to do instead."""
 
 
 class LimitError(InputError):

@@ -71,8 +71,17 @@ app = typer.Typer(
     help="Model, simulate and run memory-semantic scale-up fabrics and their collectives.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, pwsh)
 )
+
+
+def _version(value: bool) -> None:
+    """``--version``: print the installed version and stop."""
+    if value:
+        from scaleup import __version__
+
+        typer.echo(f"scaleup {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -80,6 +89,14 @@ def _root(
     ctx: typer.Context,
     debug: bool = typer.Option(
         False, "--debug", help="Show tracebacks instead of one-line errors."
+    ),
+    _version_flag: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        expose_value=False,
+        help="Print the version and exit.",
     ),
 ) -> None:
     """scaleup: fabrics, collectives, memory semantics, model fit, sweeps."""
@@ -95,5 +112,5 @@ _register_all()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (also ``python -m scaleup``)."""
+    app(prog_name="scaleup")

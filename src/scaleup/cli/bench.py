@@ -10,14 +10,20 @@ The flags map to the fields of one :class:`~scaleup.tune.request.BenchRequest` i
 flag (:data:`FLAG_OF`). With ``--runtime`` the simulator's flags (``--topology``, ``--ranks``,
 ``--proto``, ``--channels``, ``--tuner``, ``--no-p2p``) are refused, not ignored; ``-n`` is the
 number of ranks.
+
+NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``,
+``NCCL_NVLS_ENABLE``; :mod:`scaleup.tune.nccl_env`) narrows the simulated tuner as it narrows
+NCCL's; ``--algo``, ``--proto`` and ``--channels`` take precedence over it. The header says which
+variables were applied (nothing is added when none is set) and ``--json``/``--csv`` rows carry
+them as ``nccl_env``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,12 +46,15 @@ from scaleup.units import parse_size
 
 if TYPE_CHECKING:
     from scaleup.tune import BenchRequest
+    from scaleup.tune.nccl_env import NcclEnv
 
 __all__ = [
     "FLAG_OF",
     "BenchFlags",
     "bench_cmd",
     "flag_errors",
+    "nccl_env_of",
+    "nccl_header",
     "register",
     "request_from_flags",
     "split_topologies",
@@ -68,6 +77,16 @@ FLAG_OF = {
     "channels": "--channels",
     "family": "--tuner",
     "runtime": "--runtime",
+    "algorithms": "NCCL_ALGO",
+    "protocols": "NCCL_PROTO",
+    "min_channels": "NCCL_MIN_NCHANNELS",
+    "max_channels": "NCCL_MAX_NCHANNELS",
+}
+#: The NCCL variables a flag takes precedence over.
+_FLAG_OVERRIDES = {
+    "--algo": ("NCCL_ALGO", "NCCL_NVLS_ENABLE"),
+    "--proto": ("NCCL_PROTO",),
+    "--channels": ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"),
 }
 
 
@@ -126,6 +145,38 @@ class BenchFlags:
     warmup: int | None
     explain: bool = False
     exact: bool = False
+    environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
+
+
+def nccl_env_of(flags: BenchFlags) -> tuple[NcclEnv, list[str]]:
+    """NCCL's variables in ``flags.environ`` less those a given flag overrides, and the notes
+    ``VAR (--flag)`` of the overridden ones. Empty with ``--runtime`` (NCCL is not running)."""
+    from scaleup.tune.nccl_env import NcclEnv, read_nccl_env
+
+    if flags.runtime is not None or flags.environ is None:
+        return NcclEnv(), []
+    given = {"--algo": flags.algo, "--proto": flags.proto, "--channels": flags.channels}
+    dropped = {
+        var: flag
+        for flag, value in given.items()
+        if value is not None
+        for var in _FLAG_OVERRIDES[flag]
+        if var in flags.environ
+    }
+    kept = {k: v for k, v in flags.environ.items() if k not in dropped}
+    return read_nccl_env(kept), [f"{var} ({flag})" for var, flag in dropped.items()]
+
+
+def nccl_header(flags: BenchFlags) -> list[str]:
+    """The header line naming the NCCL variables applied; none when no variable is set."""
+    env, overridden = nccl_env_of(flags)
+    if not env.applied and not overridden:
+        return []
+    applied = " ".join(f"{k}={v}" for k, v in env.applied.items()) or "none"
+    line = f"# NCCL environment applied: {applied}"
+    if overridden:
+        line += f"; overridden by flags: {', '.join(overridden)}"
+    return [line]
 
 
 def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
@@ -136,6 +187,7 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
     lo, hi = parse_size(flags.min_bytes, source="-b"), parse_size(flags.max_bytes, source="-e")
     args = SweepArgs(flags.op, lo, hi, flags.factor, flags.dtype)
     flag_of = {**FLAG_OF, "ranks": "-n"} if flags.runtime is not None else FLAG_OF
+    nccl, _ = nccl_env_of(flags)
     with flag_errors(flag_of):
         request = BenchRequest(
             op=flags.op,
@@ -148,6 +200,10 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
             protocol=flags.proto,
             channels=flags.channels,
             family=flags.tuner or "nccl",
+            algorithms=nccl.algorithms,
+            protocols=nccl.protocols,
+            min_channels=nccl.min_channels,
+            max_channels=nccl.max_channels,
         )
     return request, args
 
@@ -179,21 +235,6 @@ def _check_mode(flags: BenchFlags) -> None:
         raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
 
 
-def _progress_bar() -> Any:
-    """A rich progress bar on stderr when it is a terminal, else None."""
-    if not sys.stderr.isatty():
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=render.err_console,
-        transient=True,
-    )
-
-
 def _topologies(flags: BenchFlags) -> dict[str, Topology]:
     from scaleup.topology import resolve_topology
 
@@ -215,7 +256,7 @@ def _simulate(
 
     topos = _topologies(flags)
     session = TuneSession(exact=flags.exact)  # one session: structures checked once per fabric
-    bar = _progress_bar()
+    bar = render.progress_bar()
     series: dict[str, list[BenchRow]] = {}
     with bar if bar is not None else contextlib.nullcontext(), flag_errors(FLAG_OF):
         for label, topo in topos.items():
@@ -249,6 +290,10 @@ def _render(
 
         plot_busbw(series, plot)
     all_rows = [r.to_dict() for rows in series.values() for r in rows]
+    applied = nccl_env_of(flags)[0].applied
+    if applied:  # recorded only when set: the default output stays as it was
+        note = " ".join(f"{k}={v}" for k, v in applied.items())
+        all_rows = [{**row, "nccl_env": dict(applied) if json_out else note} for row in all_rows]
     if json_out or csv_out:
         (render.print_json if json_out else render.print_csv)(all_rows)
         return
@@ -258,6 +303,7 @@ def _render(
             lines += sim_header(label, topos[label], rows, args)
         else:
             lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.nprocs or 0))
+    lines += nccl_header(flags)
     lines += table_lines(series) + footer_lines(series)
     if plot is not None:
         lines.append(f"# plot written to {plot}")
@@ -296,12 +342,18 @@ _OPTIONS: dict[str, Any] = {
     "root": typer.Option(0, "-r", "--root", help="Root rank of broadcast and reduce."),
     "ranks": typer.Option(None, "--ranks", help="Use the first N accelerators."),
     "algo": typer.Option(
-        None, "--algo", help="Force an algorithm (ring, tree, nvls, direct, ...)."
+        None,
+        "--algo",
+        help="Force an algorithm (ring, tree, nvls, direct, ...); over NCCL_ALGO/NCCL_NVLS_ENABLE.",
     ),
     "proto": typer.Option(
-        None, "--proto", help="Force a protocol: " + "|".join(PROTOCOL_NAMES) + "."
+        None,
+        "--proto",
+        help="Force a protocol: " + "|".join(PROTOCOL_NAMES) + "; over NCCL_PROTO.",
     ),
-    "channels": typer.Option(None, "--channels", help="Force a channel count."),
+    "channels": typer.Option(
+        None, "--channels", help="Force a channel count; over NCCL_MIN/MAX_NCHANNELS."
+    ),
     "tuner": typer.Option(
         None, "--tuner", help="Algorithms the tuner picks from: nccl (default)|all (adds ours)."
     ),
@@ -352,10 +404,16 @@ def bench_cmd(
     explain: bool = _OPTIONS["explain"],
     exact: bool = _OPTIONS["exact"],
 ) -> None:
-    """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100)."""
+    """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
+
+    The simulator honours NCCL's environment with NCCL's syntax: NCCL_ALGO and NCCL_PROTO
+    (comma-separated names, any case; a leading ^ excludes them), NCCL_MIN_NCHANNELS,
+    NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE=0. --algo, --proto and --channels take precedence;
+    the header names the variables applied.
+    """
     flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
                    channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup,
-                   explain, exact)  # fmt: skip
+                   explain, exact, os.environ)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     _check_mode(flags)

@@ -218,6 +218,9 @@ _SWEEP_OPTION = typer.Option(
     False, "--sweep-tp", help="Table over TP = 1, 2, 4, ... up to the domain."
 )
 _JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
+_CSV_OPTION = typer.Option(
+    False, "--csv", help="Print CSV: one row per topology (per TP with --sweep-tp)."
+)
 _PLOT_OPTION = typer.Option(
     None, "--plot", help="Write a plot (PNG, ...) of the breakdown or sweep."
 )
@@ -244,9 +247,11 @@ def plan_cmd(
     model_file: Path | None = _MODEL_FILE_OPTION,
     sweep: bool = _SWEEP_OPTION,
     json_out: bool = _JSON_OPTION,
+    csv_out: bool = _CSV_OPTION,
     plot: Path | None = _PLOT_OPTION,
 ) -> None:
     """Memory per device and training-step time of a model on a fabric (communication simulated)."""
+    render.check_one_format(json_out, csv_out)
     if grad_bytes not in (2, 4):
         raise UsageError(f"must be 2 or 4, got {grad_bytes}", source="--grad-bytes")
     names = [n.strip() for n in topology.split(",") if n.strip()]
@@ -272,7 +277,7 @@ def plan_cmd(
         precision=Precision(grad_bytes=grad_bytes),
     )
     results = _plan_each(model, names, layout, dp, sweep=sweep, options=options)
-    _show(results, names, sweep=sweep, json_out=json_out, plot=plot)
+    _show(results, names, sweep=sweep, output=(json_out, csv_out), plot=plot)
 
 
 def _plan_each(
@@ -286,26 +291,52 @@ def _plan_each(
 ) -> dict[str, Any]:
     """Plan ``model`` (or sweep TP) on each named topology; without ``dp``, DP fills it."""
     results: dict[str, Any] = {}
-    for name in names:
-        topo = resolve_topology(name)
-        # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
-        per_replica = max(1, layout.tp * layout.pp)
-        n_dp = dp if dp is not None else max(1, len(topo.accelerators) // per_replica)
-        cfg = layout.with_(dp=n_dp)
-        results[name] = (
-            sweep_tp(model, topo, cfg, **options) if sweep else plan(model, topo, cfg, **options)
-        )
+    with render.activity("plan") as step:
+        for i, name in enumerate(names):
+            step(f"plan {name} ({i + 1}/{len(names)}){' over TP' if sweep else ''}")
+            results[name] = _plan_one(model, name, layout, dp, sweep=sweep, options=options)
     return results
 
 
+def _plan_one(
+    model: str,
+    name: str,
+    layout: ParallelConfig,
+    dp: int | None,
+    *,
+    sweep: bool,
+    options: dict[str, Any],
+) -> Any:
+    """Plan (or sweep TP) on one named topology."""
+    topo = resolve_topology(name)
+    # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
+    per_replica = max(1, layout.tp * layout.pp)
+    n_dp = dp if dp is not None else max(1, len(topo.accelerators) // per_replica)
+    cfg = layout.with_(dp=n_dp)
+    return sweep_tp(model, topo, cfg, **options) if sweep else plan(model, topo, cfg, **options)
+
+
 def _show(
-    results: dict[str, Any], names: list[str], *, sweep: bool, json_out: bool, plot: Path | None
+    results: dict[str, Any],
+    names: list[str],
+    *,
+    sweep: bool,
+    output: tuple[bool, bool],
+    plot: Path | None,
 ) -> None:
-    """Write the plot (``--plot``), then print the results as JSON or as tables."""
+    """Write the plot (``--plot``), then print the results as JSON, CSV or tables."""
+    json_out, csv_out = output
     if plot is not None:
         from scaleup.cli.plan_plot import plot_plans, plot_sweep  # matplotlib only when plotting
 
         written = plot_sweep(results, plot) if sweep else plot_plans(results, plot)
+    if csv_out:
+        if sweep:
+            rows = [{"topology": n, **r.to_dict()} for n, rs in results.items() for r in rs]
+        else:
+            rows = [{"topology": n, **render.flatten(r)} for n, r in results.items()]
+        render.print_csv([render.flatten(r) for r in rows])
+        return
     if json_out:
         if sweep:
             render.print_json({name: [r.to_dict() for r in rows] for name, rows in results.items()})

@@ -1,5 +1,9 @@
 """``scaleup run -n N script.py [args]``: start N ranks of a script, like torchrun.
 
+``--nproc-per-node`` is torchrun's spelling of ``-n``. Every line a rank writes is prefixed with
+``[rankR]:`` (stdout to stdout, stderr to stderr); a rank that stops only because another failed
+says so in one line, and the launcher ends with one line naming the rank that failed.
+
 ``scaleup run --cleanup`` removes the shared-memory segments that killed launchers left behind
 (this user's, of runs none of whose processes is alive); every run also does that first.
 """
@@ -7,6 +11,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
 
 import typer
 
@@ -16,6 +22,18 @@ __all__ = ["register"]
 
 #: The flag a library argument comes from, for one-line errors that name what the user typed.
 _FLAGS = {"world_size": "-n/--nproc", "transport": "--transport", "timeout_s": "--timeout"}
+
+
+_WRITE_LOCK = threading.Lock()  # one relay thread per rank and stream: whole lines only
+
+
+def _prefixed(rank: int, is_err: bool, line: str) -> None:
+    """Write one line of a rank's output with its rank in front, as torchrun's ``[rank0]:``."""
+    stream = sys.stderr if is_err else sys.stdout
+    text = line if line.endswith("\n") else line + "\n"
+    with _WRITE_LOCK:
+        stream.write(f"[rank{rank}]: {text}")
+        stream.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +47,12 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         script: str | None = typer.Argument(None, help="Python script every rank runs."),
         nproc: int = typer.Option(
-            2, "-n", "--nproc", help="Number of ranks (worker processes), 1 to 1024."
+            2,
+            "-n",
+            "--nproc",
+            "--nproc-per-node",
+            "--nproc_per_node",
+            help="Number of ranks (worker processes), 1 to 1024 (torchrun: --nproc-per-node).",
         ),
         transport: str = typer.Option(
             "shm", "--transport", "-t", help="shm (shared memory) or pipe."
@@ -39,6 +62,9 @@ def register(app: typer.Typer) -> None:
         ),
         cleanup: bool = typer.Option(
             False, "--cleanup", help="Only remove segments left by killed launchers, then exit."
+        ),
+        no_prefix: bool = typer.Option(
+            False, "--no-prefix", help="Ranks write straight to this terminal, without [rankR]:."
         ),
     ) -> None:
         """Run SCRIPT on N ranks; inside it, scaleup.runtime.init() gives rank and world size.
@@ -59,7 +85,14 @@ def register(app: typer.Typer) -> None:
         if not os.path.isfile(script):
             raise UsageError(f"no such script: {script}", source="script")
         try:
-            run_script(script, list(ctx.args), nproc, transport=transport, timeout_s=timeout_s)
+            run_script(
+                script,
+                list(ctx.args),
+                nproc,
+                transport=transport,
+                timeout_s=timeout_s,
+                relay=None if no_prefix else _prefixed,
+            )
         except UsageError as error:
             error.source = _FLAGS.get(error.source or "", error.source)
             raise

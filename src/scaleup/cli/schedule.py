@@ -14,7 +14,7 @@ import typer
 from scaleup.cli import render
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
-from scaleup.collectives.spec import CollectiveSpec, numpy_dtype
+from scaleup.collectives.spec import CollectiveSpec, itemsize, numpy_dtype
 from scaleup.collectives.verify import verify
 from scaleup.errors import (
     InputError,
@@ -45,7 +45,9 @@ _BIDI = typer.Option(False, "--bidirectional", help="ring: half the data each wa
 _ROOT = typer.Option(0, "--root", help="Root of broadcast and reduce.")
 _REDOP = typer.Option("sum", "--redop", help="sum, prod, max or min.")
 _FILE = typer.Option(None, "--file", "-f", help="Verify a Schedule JSON file instead.")
-_DTYPE = typer.Option("float32", "--dtype", help="Element type (int32, float16, float32, ...).")
+_DTYPE = typer.Option(
+    "float32", "-d", "--dtype", help="Element type (int32, float16, bfloat16, float32, ...)."
+)
 
 
 def _build(
@@ -93,6 +95,7 @@ def show(
     json_out: bool = typer.Option(
         False, "--json", help="Print the Schedule JSON (readable by verify --file)."
     ),
+    csv_out: bool = typer.Option(False, "--csv", help="Print the ops as CSV, one per line."),
     channels: int = _CHANNELS,
     chunks: int = _CHUNKS,
     ranks_per_node: int = _RPN,
@@ -104,7 +107,8 @@ def show(
     limit: int = typer.Option(50, "--limit", help="Ops to list."),
 ) -> None:
     """Show a schedule: its ops (first --limit), bytes sent/received per rank, number of steps."""
-    itemsize = numpy_dtype(dtype).itemsize
+    render.check_one_format(json_out, csv_out)
+    size = itemsize(dtype)  # the element size alone: bfloat16 needs no ml_dtypes here
     schedule = _build(
         algo,
         op,
@@ -114,13 +118,14 @@ def show(
         redop=redop,
         params=_params(channels, chunks, ranks_per_node, shot, bidirectional),
     )
-    if json_out:
-        render.print_json(schedule.to_dict())
+    if json_out or csv_out:
+        data = schedule.to_dict()
+        render.print_records(data, data["ops"], csv_out=csv_out)
         return
     render.console.print(str(schedule))
     render.console.print(schedule.format_ops(limit))
-    sent = schedule.bytes_sent_per_rank(itemsize)
-    received = schedule.bytes_received_per_rank(itemsize)
+    sent = schedule.bytes_sent_per_rank(size)
+    received = schedule.bytes_received_per_rank(size)
     render.print_table(
         ["rank", "sent", "received", "sent_bytes", "received_bytes"],
         [
@@ -133,8 +138,7 @@ def show(
             ]
             for r in range(schedule.nranks)
         ],
-        title=f"traffic per rank ({numpy_dtype(dtype).name}), {schedule.n_steps} steps, "
-        f"{schedule.n_ops} ops",
+        title=f"traffic per rank ({dtype}), {schedule.n_steps} steps, {schedule.n_ops} ops",
     )
 
 

@@ -135,14 +135,16 @@ def _say_interrupted(stop: KeyboardInterrupt, bar: _SweepBar, output: Path) -> N
     )
 
 
-def _print_summary(summary: SweepSummary, output: Path, *, json_out: bool) -> None:
+def _print_summary(
+    summary: SweepSummary, output: Path, *, json_out: bool, csv_out: bool = False
+) -> None:
     """Note damaged parts set aside (stderr), then print what the sweep did."""
     for part in summary.damaged:
         render.err_console.print(
             escape(f"note: {part} was damaged; set aside, its points were evaluated again")
         )
-    if json_out:
-        render.print_json(summary)
+    if json_out or csv_out:
+        render.print_records(summary, [summary], csv_out=csv_out)
         return
     left = f", {summary.pending} left (--resume continues)" if summary.pending else ""
     render.console.print(
@@ -180,6 +182,7 @@ _MAX_POINTS_OPTION = typer.Option(
 )
 _QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 _JSON_OPTION = typer.Option(False, "--json", help="Print the summary as JSON.")
+_CSV_OPTION = typer.Option(False, "--csv", help="Print the summary as one CSV row.")
 
 
 def sweep_cmd(
@@ -195,10 +198,12 @@ def sweep_cmd(
     max_points: int | None = _MAX_POINTS_OPTION,
     quiet: bool = _QUIET_OPTION,
     json_out: bool = _JSON_OPTION,
+    csv_out: bool = _CSV_OPTION,
 ) -> None:
     """Run every point of a sweep spec; results are written as they complete."""
     from scaleup.sweep import expand_spec, load_spec, run_sweep
 
+    render.check_one_format(json_out, csv_out)
     _check_placement(serial, scheduler, workers)
     loaded, base = load_spec(spec)
     points = expand_spec(loaded, base=base, source=str(spec))
@@ -224,7 +229,7 @@ def sweep_cmd(
         except KeyboardInterrupt as stop:
             _say_interrupted(stop, bar, output)
             raise typer.Exit(EXIT_INTERRUPTED) from None
-    _print_summary(summary, output, json_out=json_out)
+    _print_summary(summary, output, json_out=json_out, csv_out=csv_out)
 
 
 def report_cmd(
@@ -236,13 +241,16 @@ def report_cmd(
     ),
     title: str | None = typer.Option(None, "--title", help="Page title."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print what was written as one CSV row."),
 ) -> None:
     """Plot a sweep's results and write an index page (Markdown and self-contained HTML)."""
     from scaleup.cli.sweep_report import build_report
 
-    summary = build_report(results, output, title=title)
-    if json_out:
-        render.print_json(summary)
+    render.check_one_format(json_out, csv_out)
+    with render.activity("report") as step:
+        summary = build_report(results, output, title=title, progress=step)
+    if json_out or csv_out:
+        render.print_records(summary, [summary], csv_out=csv_out)
         return
     render.console.print(
         escape(

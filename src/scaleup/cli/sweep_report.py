@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,7 +287,11 @@ def _fmt(value: Any) -> str:
 
 
 def build_report(
-    results: str | Path, out_dir: str | Path, *, title: str | None = None
+    results: str | Path,
+    out_dir: str | Path,
+    *,
+    title: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ReportSummary:
     """Write PNG plots and ``index.md`` / ``index.html`` for the results at ``results``.
 
@@ -299,6 +303,8 @@ def build_report(
         Directory to write into (created).
     title
         Page title (default: the results file's name).
+    progress
+        Called with the name of each step as it starts (reading, each section's plots, pages).
 
     Returns
     -------
@@ -310,8 +316,10 @@ def build_report(
         ``results`` holds no sweep results (or a damaged part), or ``out_dir`` is not a
         directory that can be written.
     """
+    say = progress or (lambda _step: None)
     out = Path(out_dir)
     _writable_directory(out)
+    say(f"reading {results}")
     rows = read_rows(results)
     if not rows:
         raise UsageError("holds no sweep results", source=str(results))
@@ -320,7 +328,7 @@ def build_report(
             "not a sweep's results (no point_id and status columns)", source=str(results)
         )
     try:
-        return _write_report(rows, results, out, title)
+        return _write_report(rows, results, out, title, say)
     except OSError as error:
         raise UsageError(
             f"cannot write the report: {error.strerror or error}", source=str(out)
@@ -340,7 +348,11 @@ def _writable_directory(out: Path) -> None:
 
 
 def _write_report(
-    rows: list[dict[str, Any]], results: str | Path, out: Path, title: str | None
+    rows: list[dict[str, Any]],
+    results: str | Path,
+    out: Path,
+    title: str | None,
+    say: Callable[[str], None],
 ) -> ReportSummary:
     ok = [r for r in rows if r.get("status") == "ok"]
     errors = [r for r in rows if r.get("status") != "ok"]
@@ -359,11 +371,13 @@ def _write_report(
     tables.append(("Points", ["kind", "points", "ok", "errors"], summary))
     bench = [r for r in ok if r.get("kind") == "bench" and r.get("busbw_gb_per_s") is not None]
     if bench:
+        say(f"plotting {len(bench)} bench points")
         more_images, more_tables = _bench_section(bench, out)
         images += more_images
         tables += more_tables
     plans = [r for r in ok if r.get("kind") == "plan"]
     if plans:
+        say(f"plotting {len(plans)} plan points")
         more_images, more_tables = _plan_section(plans, out)
         images += more_images
         tables += more_tables
@@ -379,6 +393,7 @@ def _write_report(
             )
         )
     title = title or f"Sweep report: {Path(results).name}"
+    say("writing index.md and index.html")
     index_md = out / "index.md"
     index_md.write_text(markdown_page(title, images, tables), encoding="utf-8")
     index_html = out / "index.html"

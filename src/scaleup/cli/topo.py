@@ -25,14 +25,20 @@ _TOPOLOGY_ARG = typer.Argument(
 _OUTPUT_OPT = typer.Option(..., "-o", "--output", help="Image file to write (.png, .svg, .pdf).")
 
 
+_CSV_OPT = typer.Option(False, "--csv", help="Print CSV instead of a table.")
+
+
 @topo_app.command("list")
 def list_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    csv_out: bool = _CSV_OPT,
 ) -> None:
     """List the topology presets, one line each."""
+    render.check_one_format(json_out, csv_out)
     presets = list_presets()
-    if json_out:
-        render.print_json([{"name": k, "description": v} for k, v in presets.items()])
+    if json_out or csv_out:
+        records = [{"name": k, "description": v} for k, v in presets.items()]
+        render.print_records(records, records, csv_out=csv_out)
         return
     render.print_table(
         ["preset", "description"],
@@ -46,6 +52,9 @@ def list_cmd(
 def show_cmd(
     topology: str = _TOPOLOGY_ARG,
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    csv_out: bool = typer.Option(
+        False, "--csv", help="Print the facts as one CSV row (with --pairs: the pairs table)."
+    ),
     pairs: bool = typer.Option(
         False, "--pairs", help="Also list hops and bottleneck per accelerator pair."
     ),
@@ -55,11 +64,13 @@ def show_cmd(
     Devices are counted by type, never listed; beyond 256 accelerators hops and uniformity come
     from 16 sampled source ranks, and ``--pairs`` stops at 1,024 accelerators.
     """
+    render.check_one_format(json_out, csv_out)
     t = resolve_topology(topology)
     table = analysis.pair_table(t) if pairs else None  # refused before the summary's work
     facts = analysis.summary(t)
-    if json_out:
-        render.print_json({**facts, "pairs": table} if pairs else facts)
+    if json_out or csv_out:
+        data = {**facts, "pairs": table} if pairs else facts
+        render.print_records(data, table if table is not None else [facts], csv_out=csv_out)
         return
     sampled = f" (from {facts['hop_sources']} sampled ranks)" if facts["pairs_sampled"] else ""
     rows = [

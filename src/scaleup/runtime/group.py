@@ -40,19 +40,30 @@ _ALIGN = 64
 
 
 class ReduceOp(StrEnum):
-    """Reductions, as torch.distributed names them (strings work too)."""
+    """Reductions, as torch.distributed names them (strings work too). ``AVG`` is a sum divided
+    by the world size afterwards, on floating dtypes (as NCCL's ``ncclAvg``)."""
 
     SUM = "sum"
     PROD = "prod"
     MAX = "max"
     MIN = "min"
+    AVG = "avg"
 
 
 def _redop(op: ReduceOp | str) -> str:
     name = op.value if isinstance(op, ReduceOp) else str(op).lower()
-    if name not in ("sum", "prod", "max", "min"):
-        raise UsageError(f"unknown reduction {op!r}; use sum, prod, max or min", source="op")
-    return name
+    if name not in ("sum", "prod", "max", "min", "avg"):
+        raise UsageError(f"unknown reduction {op!r}; use sum, prod, max, min or avg", source="op")
+    return "sum" if name == "avg" else name
+
+
+def _average(op: ReduceOp | str, out: np.ndarray, n: int) -> Callable[[], None] | None:
+    """For ``avg``: what divides the summed ``out`` by ``n`` once the collective is done."""
+    if (op.value if isinstance(op, ReduceOp) else str(op).lower()) != "avg":
+        return None
+    if not np.issubdtype(out.dtype, np.floating) and out.dtype.kind != "V":
+        raise UsageError(f"avg needs a floating dtype, got {out.dtype}", source="op")
+    return lambda: np.divide(out, n, out=out, casting="unsafe")
 
 
 class Work:
@@ -65,6 +76,15 @@ class Work:
     def _finish(self, error: BaseException | None) -> None:
         self._error = error
         self._done.set()
+
+    def _complete(self, body: Callable[[], None]) -> None:
+        """Run ``body``; finish with its error (handed to :meth:`wait`) or None."""
+        try:
+            body()
+        except BaseException as error:  # handed to Work.wait()
+            self._finish(error)
+        else:
+            self._finish(None)
 
     def is_completed(self) -> bool:
         return self._done.is_set()
@@ -95,6 +115,7 @@ class ProcessGroup:
         self._queue: queue.SimpleQueue[tuple[Callable[[], None], Work] | None] | None = None
         self._thread: threading.Thread | None = None
         self._pending: list[Work] = []
+        self.mailbox: Any = None  # point-to-point state (scaleup.runtime.p2p), made on request
 
     # ---- symmetric memory and one-sided ops ----------------------------------------------------
     def alloc(self, shape: int | tuple[int, ...], dtype: Any = "float32") -> np.ndarray:
@@ -172,7 +193,9 @@ class ProcessGroup:
     ) -> Work | None:
         """In place: afterwards ``array`` holds the reduction over ranks on every rank."""
         spec = CollectiveSpec("all_reduce", self.world_size, _size(array), redop=_redop(op))
-        return self._submit(spec, array, array, algo, async_op)
+        return self._submit(
+            spec, array, array, algo, async_op, _average(op, array, self.world_size)
+        )
 
     def reduce_scatter(
         self,
@@ -186,20 +209,25 @@ class ProcessGroup:
         """``output`` (size m) = block ``rank`` of the reduction of every rank's ``input`` (n*m)."""
         _blocked(output, input, self.world_size, "reduce_scatter", big="input")
         spec = CollectiveSpec("reduce_scatter", self.world_size, _size(input), redop=_redop(op))
-        return self._submit(spec, input, output, algo, async_op)
+        after = _average(op, output, self.world_size)
+        return self._submit(spec, input, output, algo, async_op, after)
 
     def all_gather(
         self,
-        output: np.ndarray,
+        output: np.ndarray | list[np.ndarray],
         input: np.ndarray,
         *,
         async_op: bool = False,
         algo: str | None = None,
     ) -> Work | None:
-        """``output`` (n*m) = every rank's ``input`` (m), in rank order."""
+        """``output`` (n*m) = every rank's ``input`` (m), in rank order; or a list of n arrays
+        shaped like ``input`` (torch's ``all_gather(tensor_list, tensor)``), filled in order."""
+        after = None
+        if isinstance(output, (list, tuple)):
+            output, after = _gathered_list(output, input, self.world_size)
         _blocked(input, output, self.world_size, "all_gather", big="output")
         spec = CollectiveSpec("all_gather", self.world_size, _size(output))
-        return self._submit(spec, input, output, algo, async_op)
+        return self._submit(spec, input, output, algo, async_op, after)
 
     def all_to_all(
         self,
@@ -244,7 +272,8 @@ class ProcessGroup:
             root=_root(dst, self.world_size),
             redop=_redop(op),
         )
-        return self._submit(spec, array, array, algo, async_op)
+        after = _average(op, array, self.world_size) if self.rank == spec.root else None
+        return self._submit(spec, array, array, algo, async_op, after)
 
     # ---- machinery -----------------------------------------------------------------------------
     def _submit(
@@ -254,7 +283,9 @@ class ProcessGroup:
         out: np.ndarray,
         algo: str | None,
         async_op: bool,
+        after: Callable[[], None] | None = None,
     ) -> Work | None:
+        """Run (or queue) the collective, then ``after`` (avg's division, a list's copy-out)."""
         if not isinstance(inp, np.ndarray) or not isinstance(out, np.ndarray):
             raise UsageError("collectives take numpy arrays", source=spec.collective)
         if inp.dtype != out.dtype:
@@ -262,14 +293,20 @@ class ProcessGroup:
                 f"input dtype {inp.dtype} differs from output dtype {out.dtype}",
                 source=spec.collective,
             )
+
+        def job() -> None:
+            self._run(spec, inp, out, algo)
+            if after is not None:
+                after()
+
         if not async_op:
             self._drain()
-            self._run(spec, inp, out, algo)
+            job()
             return None
         work = Work()
         jobs = self._ensure_thread()
         self._pending.append(work)
-        jobs.put((lambda: self._run(spec, inp, out, algo), work))
+        jobs.put((job, work))
         return work
 
     def _run(
@@ -330,12 +367,7 @@ class ProcessGroup:
     def _serve(self, jobs: queue.SimpleQueue[tuple[Callable[[], None], Work] | None]) -> None:
         while (item := jobs.get()) is not None:
             fn, work = item
-            try:
-                fn()
-            except BaseException as error:  # handed to Work.wait()
-                work._finish(error)
-            else:
-                work._finish(None)
+            work._complete(fn)
 
     def _drain(self) -> None:
         """Wait for every queued collective (their errors surface at their own ``wait``)."""
@@ -358,6 +390,28 @@ def _dtype(dtype: Any) -> np.dtype:
     from scaleup.collectives.spec import numpy_dtype
 
     return numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+
+
+def _gathered_list(
+    outputs: list[np.ndarray] | tuple[np.ndarray, ...], input: np.ndarray, n: int
+) -> tuple[np.ndarray, Callable[[], None]]:
+    """The flat output of a list-form all_gather, and what copies it into the list after."""
+    if len(outputs) != n or not all(
+        isinstance(o, np.ndarray) and o.shape == input.shape and o.dtype == input.dtype
+        for o in outputs
+    ):
+        raise UsageError(
+            f"all_gather: the output list needs {n} arrays shaped like the input "
+            f"({input.shape}, {input.dtype})",
+            source="all_gather",
+        )
+    flat = np.empty((n, *input.shape), dtype=input.dtype)
+
+    def scatter() -> None:
+        for o, part in zip(outputs, flat, strict=True):
+            np.copyto(o, part)
+
+    return flat.reshape(-1), scatter
 
 
 def _size(array: np.ndarray) -> int:

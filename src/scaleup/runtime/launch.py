@@ -105,7 +105,8 @@ def _worker(
         group = api._make_group(config, rank, endpoints)
         api._set_group(group)
         value = fn(*args, **kwargs)
-        group.barrier()  # nobody returns while a peer may still reach into its memory
+        if api._current() is group:  # not shut down by fn (destroy_process_group() barriers)
+            group.barrier()  # nobody returns while a peer may still reach into its memory
         result.send(("ok", value))
     except BaseException as error:  # reported to the launcher, which raises for everyone
         code = 1
@@ -223,7 +224,8 @@ def _launch_threads(
         api._set_thread_group(group)
         try:
             results[rank] = fn(*args, **kwargs)
-            group.barrier()
+            if api._current() is group:  # not shut down by fn
+                group.barrier()
         except BaseException as error:  # reported below
             payload = reports[rank] = error_payload(error, rank)
             kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
@@ -249,6 +251,32 @@ def _launch_threads(
     return results
 
 
+#: Called with (rank, from stderr?, line) for each line a rank writes, when relayed.
+Relay = Callable[[int, bool, str], None]
+
+
+def _relay_stream(stream: Any, rank: int, is_err: bool, relay: Relay) -> threading.Thread:
+    """A thread handing each line of a rank's pipe to ``relay`` until the rank closes it."""
+
+    def pump() -> None:
+        with stream:
+            for raw in iter(stream.readline, b""):
+                relay(rank, is_err, raw.decode("utf-8", errors="replace"))
+
+    thread = threading.Thread(target=pump, name=f"scaleup-relay{rank}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _free_port() -> int:
+    """A TCP port free now on 127.0.0.1, for ``MASTER_PORT`` (scripts that read it expect one)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def run_script(
     script: str,
     argv: list[str],
@@ -256,10 +284,16 @@ def run_script(
     *,
     transport: str = "shm",
     timeout_s: float = 30.0,
+    relay: Relay | None = None,
 ) -> int:
     """``scaleup run``: start ``python script argv...`` on each rank; 0 when every rank succeeded.
 
-    Raises as :func:`launch` does (without the ranks' tracebacks: they print their own).
+    Each rank gets scaleup's variables and torchrun's (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``). With ``relay``, the ranks' stdout
+    and stderr are pipes whose lines are handed to it (the command line prefixes them with the
+    rank), all of them before this returns or raises; without it, the ranks inherit this
+    process's streams. Raises as :func:`launch` does (without the ranks' tracebacks: they print
+    their own).
     """
     _check(world_size, transport, timeout_s)
     if transport == "local":
@@ -272,6 +306,9 @@ def run_script(
     procs: list[subprocess.Popen[bytes]] = []
     fds: list[list[tuple[int, int]]] = [[] for _ in range(world_size)]
     owned: list[int] = []
+    relays: list[threading.Thread] = []
+    pipe = subprocess.PIPE if relay is not None else None
+    port = _free_port()
     with lifecycle.SignalGuard() as guard:
         try:
             if transport == "pipe":
@@ -297,15 +334,24 @@ def run_script(
                     RANK=str(rank),
                     WORLD_SIZE=str(world_size),
                     LOCAL_RANK=str(rank),
+                    LOCAL_WORLD_SIZE=str(world_size),
+                    MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=str(port),
                 )
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, script, *argv],
-                        env=env,
-                        pass_fds=[fd for _, fd in fds[rank]],
-                        preexec_fn=preexec,
-                    )
+                if relay is not None:
+                    env.setdefault("PYTHONUNBUFFERED", "1")  # lines as they are written
+                proc = subprocess.Popen(
+                    [sys.executable, script, *argv],
+                    env=env,
+                    pass_fds=[fd for _, fd in fds[rank]],
+                    preexec_fn=preexec,
+                    stdout=pipe,
+                    stderr=pipe,
                 )
+                procs.append(proc)
+                if relay is not None:
+                    relays.append(_relay_stream(proc.stdout, rank, False, relay))
+                    relays.append(_relay_stream(proc.stderr, rank, True, relay))
             for fd in owned:
                 os.close(fd)
             owned = []
@@ -316,6 +362,8 @@ def run_script(
                 if proc.poll() is None:
                     proc.kill()
                 proc.wait()
+            for thread in relays:  # every line out before the launcher's own summary
+                thread.join(timeout=GRACE_S)
             for fd in owned:
                 os.close(fd)
             control.release()

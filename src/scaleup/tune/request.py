@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scaleup.collectives.algorithms import ALGORITHMS, algorithms_for
@@ -29,7 +30,7 @@ from scaleup.collectives.spec import (
 from scaleup.errors import UsageError
 from scaleup.limits import MAX_CHANNELS, check_at_most
 from scaleup.topology.model import Topology
-from scaleup.tune.rules import check_family
+from scaleup.tune.rules import Candidate, check_family
 from scaleup.units import GIB
 
 __all__ = ["MAX_SIZES", "QUICKSTART_SIZES", "REDUCING", "ROOTED", "BenchRequest", "nccl_sizes"]
@@ -100,7 +101,12 @@ class BenchRequest:
     ranks
         Use the first ``ranks`` accelerators (default all); the process count of a runtime run.
     algorithm, protocol, channels
-        Pin the tuner, as ``NCCL_ALGO`` / ``NCCL_PROTO`` / ``NCCL_MAX_NCHANNELS`` do.
+        Pin the tuner to one algorithm, protocol, channel count (``--algo``, ``--proto``,
+        ``--channels``).
+    algorithms, protocols, min_channels, max_channels
+        Narrow the tuner as NCCL's environment does (:mod:`scaleup.tune.nccl_env`): the
+        algorithms and protocols allowed (None: all), and the range the channel counts are
+        clamped into. The pins above take precedence.
     family
         Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
     """
@@ -115,6 +121,10 @@ class BenchRequest:
     protocol: str | None = None
     channels: int | None = None
     family: str = "nccl"
+    algorithms: frozenset[str] | None = None
+    protocols: frozenset[str] | None = None
+    min_channels: int | None = None
+    max_channels: int | None = None
 
     def __post_init__(self) -> None:
         _known(self.op, COLLECTIVES, "op", "op")
@@ -153,6 +163,66 @@ class BenchRequest:
         if self.channels is not None:
             check_at_most(self.channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
         check_family(self.family)
+        self._check_narrowing()
+
+    def _check_narrowing(self) -> None:
+        for name, allowed, known in (
+            ("algorithms", self.algorithms, list(ALGORITHMS)),
+            ("protocols", self.protocols, list(PROTOCOL_NAMES)),
+        ):
+            if allowed is None:
+                continue
+            object.__setattr__(self, name, frozenset(allowed))
+            for value in sorted(allowed):
+                _known(value, known, name[:-1], name)
+            if not allowed:
+                raise UsageError(f"{name} must allow at least one", source=name)
+        for name in ("min_channels", "max_channels"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise UsageError(f"{name} must be an integer >= 1, got {value!r}", source=name)
+            if value is not None:
+                check_at_most(value, MAX_CHANNELS, source=name, name="MAX_CHANNELS")
+        lo, hi = self.min_channels, self.max_channels
+        if lo is not None and hi is not None and lo > hi:
+            raise UsageError(
+                f"min_channels ({lo}) exceeds max_channels ({hi})", source="min_channels"
+            )
+
+    def clamp_counts(self, counts: Sequence[int]) -> tuple[int, ...]:
+        """The channel counts to try, each clamped into ``min_channels..max_channels`` (as NCCL
+        clamps its channel count), without repeats, in the given order (it breaks exact ties);
+        ``counts`` itself when no bound is set.
+
+        >>> BenchRequest(max_channels=6).clamp_counts((8, 1, 2, 4, 16))
+        (6, 1, 2, 4)
+        """
+        if self.min_channels is None and self.max_channels is None:
+            return tuple(counts)
+        lo = self.min_channels or 1
+        hi = self.max_channels or MAX_CHANNELS
+        return tuple(dict.fromkeys(min(max(c, lo), hi) for c in counts))
+
+    def narrow(self, cands: Sequence[Candidate]) -> list[Candidate]:
+        """``cands`` less the algorithms and protocols not allowed; a UsageError naming
+        ``algorithms`` or ``protocols`` when nothing is left."""
+        out = list(cands)
+        for name, allowed, attr in (
+            ("algorithms", self.algorithms, "algorithm"),
+            ("protocols", self.protocols, "protocol"),
+        ):
+            if allowed is None or not out:
+                continue
+            kept = [c for c in out if getattr(c, attr) in allowed]
+            if not kept:
+                offered = sorted({getattr(c, attr) for c in out})
+                raise UsageError(
+                    f"allows {', '.join(sorted(allowed))} but the tuner's candidates for "
+                    f"{self.op} here are {', '.join(offered)}",
+                    source=name,
+                )
+            out = kept
+        return out
 
     @property
     def itemsize(self) -> int:

@@ -125,7 +125,7 @@ class TuneSession:
         question = self._questions.get((topology, *key))
         if question is None:
             question = self._questions[(topology, *key)] = Question(self, topology, key)
-        cands = candidates(
+        cands = candidates(  # narrowed as NCCL's environment asks (BenchRequest.narrow)
             topology,
             request.op,
             ranks=ranks,
@@ -135,8 +135,9 @@ class TuneSession:
             proto=request.protocol,
             channels=request.channels,
             family=request.family,
-            counts=question.shape.counts,
+            counts=request.clamp_counts(question.shape.counts),
         )
+        cands = request.narrow(cands)
         return SizePass(question, cands, request.printed(question.nranks), {} if prune else None)
 
 
