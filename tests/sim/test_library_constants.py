@@ -12,7 +12,8 @@ from scaleup.sim.protocols import PROTOCOLS, for_topology, library_for, protocol
 from scaleup.topology import resolve_topology
 
 AMD_PRESETS = ("mi300x-8", "2xmi300x-8", "mi250x-8")
-NVIDIA_PRESETS = ("dgx-h100", "2xdgx-h100", "hgx-b200", "dgx1-v100", "dgx-a100", "gb200-nvl72")
+NVIDIA_PRESETS = ("dgx-h100", "hgx-b200", "dgx1-v100", "dgx-a100", "gb200-nvl72")
+NVIDIA_MULTI_NODE = ("2xdgx-h100", "2xdgx-a100")
 
 
 @pytest.mark.parametrize("preset", AMD_PRESETS)
@@ -58,6 +59,24 @@ def test_nvidia_presets_unchanged(preset: str) -> None:
     assert P.STEP_LATENCY_S["nvlink"]["simple"] == 3.4e-6
     assert P.STEP_LATENCY_S["net"]["simple"] == 14.0e-6
     assert P.SWITCH_STEP_LATENCY_S == 25.0e-6
+
+
+@pytest.mark.parametrize("preset", NVIDIA_MULTI_NODE)
+def test_nccl_net_overhead_on_multi_node_steps(preset: str) -> None:
+    """NCCL tuning.cc lines 404-412: a multi-node ring's intra-node step costs
+    max(hwLat, netOverhead), netOverhead 1 us (non-AMD CPU, line 232), x3 for Simple (line 408).
+    Worked by hand: NVLink LL max(0.6, 1.0) = 1.0 us; LL128 max(1.9, 1.0) = 1.9; Simple
+    max(3.4, 3.0) = 3.4; the NET steps keep NCCL's Ring NET row (2.7 / 4.0 / 14 us)."""
+    topo = resolve_topology(preset)
+    got = {n: for_topology(protocol(n), topo).step_latency_s for n in ("ll", "ll128", "simple")}
+    assert got["ll"]["nvlink"] == pytest.approx(1.0e-6, rel=1e-12)
+    assert got["ll128"]["nvlink"] == pytest.approx(1.9e-6, rel=1e-12)
+    assert got["simple"]["nvlink"] == pytest.approx(3.4e-6, rel=1e-12)
+    assert [got[n]["net"] for n in ("ll", "ll128", "simple")] == [2.7e-6, 4.0e-6, 14.0e-6]
+    assert for_topology(protocol("ll"), topo).launch_latency_s == 6.6e-6  # base unchanged
+    # one node of the same machine: NCCL's tables as they are
+    one = list(range(topo.ranks_per_node))
+    assert for_topology(protocol("ll"), topo, one) is PROTOCOLS["ll"]
 
 
 def test_known_answer_one_small_copy_on_mi300x_vs_h100() -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_ECMP_FANOUT",
     "NCCL_BASE_LATENCY_S",
     "NCCL_HW_LATENCY_S",
+    "NCCL_NET_OVERHEAD_CPU_S",
     "NCCL_NET_OVERHEAD_S",
     "NVLS_EFFICIENCY",
     "NVLS_RESULT_VIA_ISSUER",
@@ -39,6 +40,7 @@ __all__ = [
     "PCIE_DLLP_EFFICIENCY",
     "PCIE_TLP_EFFICIENCY",
     "RCCL_BASE_LATENCY_S",
+    "RCCL_DEFINED_TREE_ARCHS",
     "RCCL_HW_LATENCY_S",
     "RCCL_NET_OVERHEAD_S",
     "RCCL_TUNING_SET",
@@ -210,9 +212,19 @@ NCCL_HW_LATENCY_S: Final = MappingProxyType(
         ),
     }
 )
-#: NCCL getNetOverhead (tuning.cc lines 228-233): 1 us on Intel x86, 2 us on AMD x86 CPUs.
-#: Recorded, not applied to NVIDIA systems yet (see docs/validation.md, "what is left").
-NCCL_NET_OVERHEAD_S: Final = MappingProxyType({"intel": 1.0e-6, "amd": 2.0e-6, "other": 1.0e-6})
+#: NCCL getNetOverhead (tuning.cc lines 228-233): 1 us on Intel x86, 2 us on AMD x86 CPUs, 1 us
+#: on other CPUs; tripled for Simple (line 408). A multi-node ring pays max(intra-node hwLat, it)
+#: on every intra-node step (lines 404-412), per protocol here. The catalog does not name the host
+#: CPU, so NCCL's non-AMD value (1 us) is used: it raises the NVLink LL step (0.6 -> 1.0 us) and
+#: leaves LL128 (1.9) and Simple (3.4 > 3.0) as they are.
+NCCL_NET_OVERHEAD_CPU_S: Final = MappingProxyType({"intel": 1.0e-6, "amd": 2.0e-6, "other": 1.0e-6})
+NCCL_NET_OVERHEAD_S: Final = MappingProxyType(
+    {
+        "ll": NCCL_NET_OVERHEAD_CPU_S["other"],
+        "ll128": NCCL_NET_OVERHEAD_CPU_S["other"],
+        "simple": 3.0 * NCCL_NET_OVERHEAD_CPU_S["other"],
+    }
+)
 
 #: RCCL baseLat (tuning.cc lines 57-60): the same for every platform set.
 RCCL_BASE_LATENCY_S: Final = _us(
@@ -277,6 +289,12 @@ RCCL_TUNING_SET: Final = MappingProxyType(
         ("cdna2", True): 4,
     }
 )
+#: AMD architectures whose RCCL node model brings its own intra-node trees (``treeDefined=1`` and
+#: a ``treeBase`` string, parsed in src/graph/connect.cc lines 115-175 instead of NCCL's chain
+#: along the tree graph): 16 MI250X GCDs, rome_model_56 (rome_models.cc lines 376-377: a root
+#: with two chains of 8 and 7 GCDs). The simulator does not parse those strings; such nodes keep
+#: the tree builder's binary trees. MI300X's node models (79, 81) define no trees: chains.
+RCCL_DEFINED_TREE_ARCHS: Final = frozenset({"cdna2"})
 #: RCCL getNetOverhead (tuning.cc lines 294-301): 2 us per step on AMD x86 hosts, x3 for Simple
 #: (line 449); a multi-node ring pays max(intra-node step, overhead) on every intra-node step
 #: (lines 446-452). RCCL's node models are AMD EPYC platforms ("rome" models), so AMD hosts.

@@ -112,8 +112,8 @@ def _pick(table: Mapping[str, Mapping[str, float]], algo: str, name: str, fallba
 
 def _library_protocol(name: str, library: str, arch: str, multi_node: bool) -> Protocol:
     base = PROTOCOLS[name]
-    if library == "nccl":
-        return base  # the NCCL Ring rows (params.LAUNCH_LATENCY_S, STEP_LATENCY_S)
+    if library == "nccl":  # the NCCL Ring rows (params.LAUNCH_LATENCY_S, STEP_LATENCY_S)
+        return _with_net_overhead(base, P.NCCL_NET_OVERHEAD_S, name) if multi_node else base
     if library != "rccl":
         raise UsageError(f"unknown library {library!r}; known: nccl, rccl", source="library")
     tuning = P.RCCL_TUNING_SET.get((arch, multi_node), 0)
@@ -126,20 +126,42 @@ def _library_protocol(name: str, library: str, arch: str, multi_node: bool) -> P
             continue
         algo = rows[cls]
         value = _pick(hw[cls], algo, name, float(generic[cls][algo][name]))
-        if multi_node and cls != "net":  # RCCL charges it on its multi-node rings (tuning.cc
-            # lines 445-452); here every intra-node step of a multi-node communicator pays it
-            value = max(value, float(P.RCCL_NET_OVERHEAD_S[name]))
         step[cls] = value
     launch = float(P.RCCL_BASE_LATENCY_S["ring"][name])
-    return replace(base, launch_latency_s=launch, step_latency_s=step, library="rccl")
+    out = replace(base, launch_latency_s=launch, step_latency_s=step, library="rccl")
+    return _with_net_overhead(out, P.RCCL_NET_OVERHEAD_S, name) if multi_node else out
+
+
+def _with_net_overhead(proto: Protocol, overhead: Mapping[str, float], name: str) -> Protocol:
+    """``proto`` whose intra-node steps (NVLink-class and PCI) take at least the library's net
+    overhead: NCCL and RCCL charge a multi-node ring ``max(intra-node hwLat, netOverhead)`` on
+    every intra-node step, netOverhead tripled for Simple ("Inter-node rings still have to launch
+    nsteps * net overhead": NVIDIA/nccl tuning.cc lines 404-412; ROCm/rccl tuning.cc lines
+    445-452). The simulator charges it on every intra-node step of a multi-node communicator,
+    whatever the algorithm (its step latency is per link class, not per algorithm)."""
+    step = {
+        cls: max(value, float(overhead[name])) if cls in _INTRA_NODE else value
+        for cls, value in proto.step_latency_s.items()
+    }
+    return replace(proto, step_latency_s=step)
+
+
+#: Link classes of intra-node steps (the "local" class is a copy inside one GPU: no step).
+_INTRA_NODE = frozenset({"nvlink", "pci"})
 
 
 def for_library(
     proto: Protocol, library: str, *, arch: str = "", multi_node: bool = False
 ) -> Protocol:
     """``proto`` with the latency constants ``library`` uses on a communicator of accelerators of
-    architecture ``arch`` (selects RCCL's platform set) spanning one or several nodes (RCCL's
-    multi-node rings pay its net overhead on every intra-node step)."""
+    architecture ``arch`` (selects RCCL's platform set) spanning one or several nodes (both
+    libraries' multi-node rings pay the net overhead on every intra-node step).
+
+    >>> for_library(protocol("ll"), "nccl", multi_node=True).step_latency_s["nvlink"]  # 0.6 -> 1
+    1e-06
+    >>> for_library(protocol("simple"), "nccl", multi_node=True).step_latency_s["nvlink"]  # 3.4
+    3.4e-06
+    """
     return _library_protocol(proto.name, library, arch, multi_node)
 
 
@@ -152,8 +174,6 @@ def for_topology(
     index = None if ranks is None else [int(r) for r in ranks]
     chosen = accs if index is None else [accs[r] for r in index]
     library = library_for(topology, index)
-    if library == "nccl":
-        return PROTOCOLS[proto.name]
     arch = str(hardware.accelerator(chosen[0].type).arch) if chosen else ""
     multi_node = len({a.node for a in chosen}) > 1
     return for_library(proto, library, arch=arch, multi_node=multi_node)

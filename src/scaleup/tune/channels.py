@@ -10,10 +10,13 @@ onto the algorithm builders' parameters:
   chooses the best count by simulation;
 - :class:`GroupShape`: the plans of one group of ranks (searched once per tuning session, see
   :class:`scaleup.tune.search.TuneSession`) and :meth:`GroupShape.params`, the parameters of one
-  (algorithm, channel count): ring channel ``k`` follows the searched ring ``k mod n``; across
-  servers a tree channel is the searched chain in each server under NCCL's double binary tree
-  over the servers; the hierarchical algorithm's intra-node ring is a searched ring of one
-  server.
+  (algorithm, channel count): ring channel ``k`` follows the searched ring ``k mod n``; a tree
+  channel is the searched chain in each server under NCCL's double binary tree over the servers
+  (on one server the tree is that chain alone: NCCL's ``ncclTopoPreset``, src/graph/connect.cc
+  lines 43-62, links every rank of a tree channel to the previous and next rank of the tree
+  graph's intra-node order, ``tree.up = treeIntra[i-1]``, ``tree.down[0] = treeIntra[i+1]``, and
+  the double binary tree of src/graph/trees.cc spans nodes, so one node adds nothing to it); the
+  hierarchical algorithm's intra-node ring is a searched ring of one server.
 
 Every search is capped at :data:`CHANNEL_BW_CAP` per channel: NCCL tries per-channel speeds from
 a descending array whose first entry on sm90 is 60 GB/s (``sm90SpeedArrayIntra`` in
@@ -27,13 +30,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scaleup import hardware
 from scaleup.errors import NoRouteError
+from scaleup.sim import params as P
+from scaleup.sim.protocols import library_for
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import search_rings, search_trees
 
-__all__ = ["CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts"]
+__all__ = ["CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts", "uses_chains"]
 
 #: NCCL_MAX_NCHANNELS-like cap on the channel counts tried.
 MAX_CHANNELS = 32
@@ -70,11 +76,12 @@ class GroupShape:
     """The channel plans of one group of ranks on one topology, and the builder parameters
     they give.
 
-    ``rings``: the searched ring channels of the whole group; ``trees``: its tree channels when
-    the group spans several servers (None on one server, where the tree keeps NCCL's binary
-    trees over the ranks); ``local_rings``: the rings of one server's ranks, for the
-    hierarchical algorithm's intra-node phase (None when the group is not whole servers of
-    ``ranks_per_node`` consecutive ranks); ``counts``: :func:`channel_counts` of ``rings``.
+    ``rings``: the searched ring channels of the whole group; ``trees``: its tree channels, a
+    chain inside each server (:func:`uses_chains`; None where the library defines its own trees
+    on one server, and the tree builder keeps its binary trees over the ranks); ``local_rings``:
+    the rings of one server's ranks, for the hierarchical algorithm's intra-node phase (None
+    when the group is not whole servers of ``ranks_per_node`` consecutive ranks); ``counts``:
+    :func:`channel_counts` of ``rings``.
     """
 
     nranks: int
@@ -98,7 +105,7 @@ class GroupShape:
             and all(len(set(nodes[s : s + g])) == 1 for s in range(0, len(group), g))
         )
         rings = _searched(search_rings, topology, ranks)
-        trees = _searched(search_trees, topology, ranks) if multi else None
+        trees = _searched(search_trees, topology, ranks) if uses_chains(topology, ranks) else None
         local = _searched(search_rings, topology, group[:g]) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
         return cls(len(group), g, rings, trees, local, counts)
@@ -122,6 +129,26 @@ class GroupShape:
                 out["local_orders"] = [local[k % len(local)] for k in range(channels)]
             return out
         return {}
+
+
+def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether the library's tree inside a server is the searched chain: always across servers,
+    and on one server unless the library runs hand-made trees there (RCCL's node models with
+    ``treeDefined=1``, :data:`~scaleup.sim.params.RCCL_DEFINED_TREE_ARCHS`).
+
+    >>> from scaleup.topology import resolve_topology
+    >>> uses_chains(resolve_topology("dgx-h100")), uses_chains(resolve_topology("mi250x-8"))
+    (True, False)
+    """
+    if len(set(analysis.rank_nodes(topology, ranks))) > 1:
+        return True
+    index = None if ranks is None else [int(r) for r in ranks]
+    if library_for(topology, index) != "rccl":
+        return True
+    accs = topology.accelerators
+    chosen = accs if index is None else [accs[r] for r in index]
+    archs = {str(hardware.accelerator(a.type).arch) for a in chosen}
+    return not archs & P.RCCL_DEFINED_TREE_ARCHS
 
 
 def _searched(
