@@ -593,7 +593,7 @@ def _simulate(
     from scaleup.bench import busbw_gb_per_s
     from scaleup.collectives.spec import itemsize, nccl_size_and_count
     from scaleup.topology import resolve_topology
-    from scaleup.tune import tune
+    from scaleup.tune import BenchRequest, TuneSession
 
     assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled systems
     topo = resolve_topology(model.topology)
@@ -601,7 +601,10 @@ def _simulate(
         topo = topo.with_peer_access(False)
     n = model.ranks or len(topo.accelerators)
     size, _, _ = nccl_size_and_count(collective, nbytes, itemsize("float32"), n)
-    choice = tune(topo, collective, size, nranks=n, algo=algo)
+    # What `scaleup bench` runs: the pruned search (proven bounds; the same choice as `tune`'s
+    # exhaustive one, which would simulate every 72-GPU chain tree of an NVL72 rack).
+    request = BenchRequest(op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo)
+    choice = TuneSession().sweep(topo, request)[0]
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
     return choice.time_s * 1e6, busbw, choice.algorithm, choice.protocol
 
