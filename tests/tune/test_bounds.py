@@ -112,3 +112,26 @@ def test_bound_examples() -> None:
     assert nvls == pytest.approx(
         4e-6 + 25e-6 + 2**30 * (1 + 1 / 8) / 0.85 / (18 * 20.6e9), rel=1e-6
     )
+
+
+@pytest.mark.parametrize("preset", ["dgx-h100", "mi300x-8", "2xdgx-h100"])
+@pytest.mark.parametrize("size", [64 * 1024, 3 << 20, 100 << 20, 1 << 30])
+def test_pipelined_chain_bound_never_beats_the_simulator(preset: str, size: int) -> None:
+    """The cut-through term (each hop of a tree's chain holds its successor back for one step's
+    bytes at a thread block's rate) stays below the simulated time for every protocol and
+    channel count, at sizes where one step, or a chunk smaller than a step, is what a hop moves."""
+    topology = resolve_topology(preset)
+    session = _session(preset)
+    request = BenchRequest(op="all_reduce", sizes_bytes=(size,), algorithm="tree")
+    search = session._search(topology, request, None, prune=False)
+    q = search.question
+    fabric = GroupFabric.of(topology, q.group, session.network(topology))
+    nbytes, _, count = search.printed[0]
+    for cand in search.cands:
+        timed = q.simulate(cand, nbytes, count)
+        assert timed is not None
+        params = q.params(cand.algorithm, cand.channels)
+        bound = lower_bound_s(
+            topology, q.group, fabric, q.collective, cand, count, params=params
+        )  # fmt: skip
+        assert 0.0 < bound <= timed.time_s, (cand, bound, timed.time_s)

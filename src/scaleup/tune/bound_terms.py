@@ -76,6 +76,7 @@ class Terms:
     chain: int = 0  # dependent p2p ops
     switch_chain: int = 0  # dependent switch reductions
     chain_bytes: float = 0.0  # bytes each chain op moves when the algorithm is not pipelined
+    chain_piece: float = 0.0  # bytes each chain op moves before the pipeline's chunk split
     any_chain: int = 0  # dependent ops that may be either
     switch_only: bool = False  # every fabric op is a switch reduction (nvls)
 
@@ -165,7 +166,7 @@ def _tree_all_reduce(
     rank, node = _tree_loads(fabric, lanes)
     depth = max(_depth(p) for pair in pairs for p in pair)
     return Terms(rank, rank, node, node, fabric_bytes=2 * (n - 1) * s, tags=2 * ch,
-                  chain=2 * depth)  # fmt: skip
+                  chain=2 * depth, chain_piece=s / (2 * ch))  # fmt: skip
 
 
 def _nvls_all_reduce(

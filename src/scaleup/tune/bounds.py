@@ -46,12 +46,15 @@ from scaleup.sim.protocols import for_topology, protocol
 from scaleup.topology.model import Topology
 from scaleup.tune.bound_terms import Terms, terms
 from scaleup.tune.group_fabric import GroupFabric
-from scaleup.tune.rules import Candidate, step_bytes_for
+from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
 
 __all__ = ["GroupFabric", "lower_bound_s"]
 
 #: Float safety margin: every bound is divided by this (rounding in the simulator's sums).
 _MARGIN = 1.0 + 1e-9
+#: Below this many bytes per op the cut-through term is left out: uneven splits of a tiny
+#: message may leave some ops nearly empty, and the term is negligible there anyway.
+_MIN_CUT_THROUGH_BYTES = 4096.0
 #: The p2p link classes of :data:`scaleup.sim.network.LINK_CLASSES` (local ops pay none).
 _P2P_CLASSES = ("nvlink", "pci", "net")
 
@@ -82,6 +85,19 @@ def _cuts_s(t: Terms, fabric: GroupFabric) -> float:
         _cut_s(np.full(n, t.nvls_out), fabric.nvls_out),
         _cut_s(np.full(n, t.nvls_in), fabric.nvls_in),
     )  # fmt: skip
+
+
+def _cut_through_s(
+    cand: Candidate, collective: str, s: float, piece: float, step: float, cta: float
+) -> float:
+    """The least time a pipelined hop holds its successor back: a cut-through dependency is
+    released once the predecessor has moved ``min(step, its bytes)`` (:mod:`scaleup.sim.pipeline`),
+    at most at one thread block's rate. Its bytes are ``piece`` cut into the schedule's chunks;
+    twice the chunk count :func:`~scaleup.tune.rules.chunks_for` gives at ``s`` bytes is taken,
+    so that a size rounded across a power of two between the request and ``s`` stays covered."""
+    chunks = 2 * chunks_for(cand.algorithm, collective, int(s), cand.channels, cand.protocol)
+    moved = min(step, piece / chunks)
+    return moved / cta if moved >= _MIN_CUT_THROUGH_BYTES else 0.0
 
 
 def lower_bound_s(
@@ -128,8 +144,11 @@ def lower_bound_s(
     alpha = min(float(proto.step_latency_s.get(c, 0.0)) for c in _P2P_CLASSES)
     switch = P.SWITCH_STEP_LATENCY_S
     latency = t.chain * alpha + t.any_chain * min(alpha, switch) + t.switch_chain * switch
-    if t.chain_bytes > 0 and step_bytes_for(cand.algorithm, collective, cand.protocol) is None:
+    step = step_bytes_for(cand.algorithm, collective, cand.protocol)
+    if t.chain_bytes > 0 and step is None:
         latency += t.chain * t.chain_bytes / cta  # each op moves its block, then releases
+    if t.chain_piece > 0 and step is not None:
+        latency += t.chain * _cut_through_s(cand, collective, s, t.chain_piece, step, cta)
     # no op moves a byte before it has paid its own step latency after the start
     first = P.SWITCH_STEP_LATENCY_S if t.switch_only else min(alpha, switch)
     return start + max(first + bw if bw > 0 else 0.0, latency) / _MARGIN

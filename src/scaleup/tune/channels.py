@@ -33,7 +33,7 @@ from typing import Any
 from scaleup import hardware
 from scaleup.errors import NoRouteError
 from scaleup.sim import params as P
-from scaleup.sim.protocols import library_for
+from scaleup.sim.protocols import LIBRARIES, library_for
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.channel_plan import ChannelPlan
@@ -134,20 +134,27 @@ class GroupShape:
 def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:
     """Whether the library's tree inside a server is the searched chain: always across servers,
     and on one server unless the library runs hand-made trees there (RCCL's node models with
-    ``treeDefined=1``, :data:`~scaleup.sim.params.RCCL_DEFINED_TREE_ARCHS`).
+    ``treeDefined=1``, :data:`~scaleup.sim.params.RCCL_DEFINED_TREE_ARCHS`) or the accelerators
+    have no vendor library at all (``vendor = "generic"``, the UALink estimate): the chain is
+    NCCL's and RCCL's topology search's (``ncclTopoPreset``), which no library of a generic part
+    is known to build, and such a part keeps the textbook double binary tree over its ranks. (A
+    128-rank chain also costs 10-30 s per simulation, where the binary tree is cheap.)
 
     >>> from scaleup.topology import resolve_topology
-    >>> uses_chains(resolve_topology("dgx-h100")), uses_chains(resolve_topology("mi250x-8"))
-    (True, False)
+    >>> [uses_chains(resolve_topology(p)) for p in ("dgx-h100", "mi250x-8", "ualink-pod")]
+    [True, False, False]
     """
     if len(set(analysis.rank_nodes(topology, ranks))) > 1:
         return True
     index = None if ranks is None else [int(r) for r in ranks]
-    if library_for(topology, index) != "rccl":
-        return True
     accs = topology.accelerators
     chosen = accs if index is None else [accs[r] for r in index]
-    archs = {str(hardware.accelerator(a.type).arch) for a in chosen}
+    parts = [hardware.accelerator(a.type) for a in chosen]
+    if any(str(p.vendor) not in LIBRARIES for p in parts):
+        return False
+    if library_for(topology, index) != "rccl":
+        return True
+    archs = {str(p.arch) for p in parts}
     return not archs & P.RCCL_DEFINED_TREE_ARCHS
 
 
