@@ -157,6 +157,6 @@ def runtime_rows(
         algo=request.algorithm,
         iters=iters,
         warmup=warmup,
-        redop=request.spec_redop,
+        redop=request.nccl_redop,
         root=request.spec_root,
     )
