@@ -125,11 +125,13 @@ def runtime_rows(
     *,
     iters: int | None = None,
     warmup: int | None = None,
+    check: bool = True,
 ) -> list[BenchRow]:
     """Measure ``request`` on ``request.ranks`` real processes over ``transport``.
 
     The runtime honours the collective, sizes, dtype, redop, root and algorithm; the tuner's
-    protocol, channel and family overrides have no meaning there and are refused.
+    protocol, channel and family overrides have no meaning there and are refused. ``check``
+    compares every timed iteration's output with the numpy reference (nccl-tests' ``-c 1``).
     """
     if transport not in RUNTIMES:
         raise UsageError(
@@ -159,4 +161,5 @@ def runtime_rows(
         warmup=warmup,
         redop=request.nccl_redop,
         root=request.spec_root,
+        check=check,
     )
