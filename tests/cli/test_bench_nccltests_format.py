@@ -172,6 +172,7 @@ def test_iterations_do_not_change_the_simulated_time():
     base = json.loads(_bench("-b", "1M", "-e", "1M", "--json"))
     counted = json.loads(_bench("-b", "1M", "-e", "1M", "-n", "7", "-w", "3", "-c", "0", "--json"))
     assert base == counted
+    assert not {"in_place_time_us", "wrong", "in_place_wrong"} & set(base[0])  # JSON as before
 
 
 def test_ngpus_is_the_simulated_rank_count():
