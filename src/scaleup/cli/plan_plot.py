@@ -20,6 +20,8 @@ __all__ = ["plot_plans", "plot_sweep"]
 _STEP_PARTS = ("compute", "pipeline bubble", "TP comm.", "EP comm.", "PP comm.", "DP comm.")
 _MEM_PARTS = ("weights", "gradients", "optimizer", "activations", "reserved")
 _MISFIT = "does not fit"
+#: The ``gid`` of the markers of points that do not fit (for whoever inspects the Figure).
+_GID = "does-not-fit"
 
 
 def _stack(ax: Any, i: int, values: Sequence[float], hatch: str) -> None:
@@ -105,11 +107,10 @@ def plot_sweep(series: Mapping[str, Sequence[SweepRow]], path: str | Path) -> An
             fit = [(tp, y) for (tp, p), y in zip(planned, ys, strict=True) if p.fits]
             bad = [(tp, y) for (tp, p), y in zip(planned, ys, strict=True) if not p.fits]
             misfit = misfit or bool(bad)
-            for points, marker, size in ((fit, "o", 30), (bad, "x", 60)):
+            for points, marker, size, gid in ((fit, "o", 30, "fits"), (bad, "x", 60, _GID)):
                 if points:
-                    ax.scatter(
-                        *zip(*points, strict=True), marker=marker, s=size, color=f"C{i}", zorder=3
-                    )
+                    px, py = zip(*points, strict=True)
+                    ax.scatter(px, py, marker=marker, s=size, color=f"C{i}", zorder=3, gid=gid)
     for ax, label in ((ax_mfu, "MFU (%)"), (ax_exp, "exposed communication (% of step)")):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(all_tps), [str(t) for t in sorted(all_tps)])
