@@ -130,7 +130,8 @@ def heatmap(
     for i, row in enumerate(matrix):
         for j, value in enumerate(row):
             if value == value:  # not NaN
-                axis.text(j, i, format(value, fmt), ha="center", va="center", fontsize=7)
+                box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8}
+                axis.text(j, i, format(value, fmt), ha="center", va="center", fontsize=7, bbox=box)
     _hatch(axis, [(cols.index(c), rows.index(r)) for r, c in infeasible if r in rows and c in cols])
     figure.colorbar(image, ax=axis, label=cbar_label)
     figure.suptitle(title)

@@ -39,7 +39,7 @@ _FAMILY_COLOUR = {
     "infiniband": "#9467bd",
     "ethernet": "#9467bd",
 }
-_MAX_COUNT_LABELS = 48
+_MAX_COUNT_LABELS = 16
 #: A server's accelerator-switch crossbar with more links than this is drawn as a bus.
 _BUS_LINKS = 200
 
@@ -146,6 +146,17 @@ def _draw_bus(ax: Axes, group: list[Link], p: Placement) -> None:
     )
 
 
+def _path(a: tuple[float, float], b: tuple[float, float]) -> list[tuple[float, float]]:
+    """A straight segment, or an arc above the row for two devices in the same row (so a
+    link between switches or hosts does not run along, and hide, its row)."""
+    (xa, ya), (xb, yb) = a, b
+    if ya != yb or abs(xb - xa) <= 1.0:
+        return [a, b]
+    height = min(1.2, 0.12 * abs(xb - xa))
+    steps = [i / 16 for i in range(17)]
+    return [(xa + (xb - xa) * u, ya + 4 * height * u * (1 - u)) for u in steps]
+
+
 def _draw_links(ax: Axes, links: list[Link], p: Placement) -> None:
     """Lines coloured by technology scope, width by total bandwidth; the technology legend."""
     totals = [_link_gb_per_s(x) for x in links]
@@ -154,7 +165,7 @@ def _draw_links(ax: Axes, links: list[Link], p: Placement) -> None:
     dense = len(links) > 300
     segments, widths, colours = [], [], []
     for link, total in zip(links, totals, strict=True):
-        segments.append((p.pos[link.a], p.pos[link.b]))
+        segments.append(_path(p.pos[link.a], p.pos[link.b]))
         widths.append(0.5 + 2.5 * math.log(total / low) / spread if high > low else 1.2)
         colours.append(_colour(link.tech))
     alpha = 0.2 if dense else 0.6
@@ -251,7 +262,10 @@ def _draw_devices(ax: Axes, t: Topology, p: Placement, marker_size: float) -> li
 
 
 def _tech_handles(links: list[Link]) -> list[Line2D]:
+    """One legend line per link technology; a note on widths where links come in bundles."""
     techs = sorted({x.tech for x in links})
+    most = max((x.count for x in links), default=1)
+    note = [Line2D([], [], color="none", label=f"wider line: more links (up to x{most})")]
     return [
         Line2D(
             [],
@@ -260,7 +274,7 @@ def _tech_handles(links: list[Link]) -> list[Line2D]:
             label=f"{k} link ({hardware.link_tech(k).bandwidth_gb_per_s:g} GB/s each)",
         )
         for k in techs
-    ]
+    ] + (note if most > 1 else [])
 
 
 def _device_labels(ax: Axes, t: Topology, p: Placement, labels: bool | None) -> None:
@@ -319,7 +333,8 @@ def draw_topology(
     title = f"{t.name}: {len(t.accelerators)} accelerators"
     if len(p.servers) > 1:
         title += f" in {len(p.servers)} servers"
-    title += f", {len(t.switches)} switches, {len(t.links)} links"
+    title += f", {len(t.switches)} switches" if t.switches else ""
+    title += f", {len(t.links)} links"
     if shown < len(p.servers):
         title += (
             f"\n(summarised: uplinks bundled per server and switch; links inside a server "
