@@ -76,10 +76,12 @@ def test_servers_in_a_row_switches_above_network_on_top() -> None:
         assert x0 <= p.pos[d.id][0] <= x1
 
 
-def test_nic_uplinks_do_not_cross_accelerators() -> None:
-    t = resolve_topology("2xdgx-h100")
+@pytest.mark.parametrize("name", ["2xdgx-h100", "2xmi300x-8", "2xdgx1-v100"])
+def test_nic_uplinks_do_not_cross_accelerators(name: str) -> None:
+    t = resolve_topology(name)
     pos = layout(t)
     acc_top = max(pos[d.id][1] for d in t.accelerators)
+    assert {pos[d.id][1] for d in t.accelerators} == {acc_top}  # one row: nothing above a GPU
     nics = {d.id for d in t.nics}
     for link in t.links:
         if link.a in nics or link.b in nics:

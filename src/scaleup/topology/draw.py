@@ -40,6 +40,8 @@ _FAMILY_COLOUR = {
     "ethernet": "#9467bd",
 }
 _MAX_COUNT_LABELS = 16
+#: The height of the arc drawn between two devices of the same row, at most (data units).
+_ARC = 1.2
 #: A server's accelerator-switch crossbar with more links than this is drawn as a bus.
 _BUS_LINKS = 200
 
@@ -146,13 +148,15 @@ def _draw_bus(ax: Axes, group: list[Link], p: Placement) -> None:
     )
 
 
-def _path(a: tuple[float, float], b: tuple[float, float]) -> list[tuple[float, float]]:
-    """A straight segment, or an arc above the row for two devices in the same row (so a
-    link between switches or hosts does not run along, and hide, its row)."""
+def _path(
+    a: tuple[float, float], b: tuple[float, float], *, below: bool = False
+) -> list[tuple[float, float]]:
+    """A straight segment, or an arc for two devices in the same row (so a link between
+    switches or hosts does not run along, and hide, its row); accelerators' arcs go below."""
     (xa, ya), (xb, yb) = a, b
-    if ya != yb or abs(xb - xa) <= 1.0:
+    if ya != yb:
         return [a, b]
-    height = min(1.2, 0.12 * abs(xb - xa))
+    height = min(_ARC, 0.25 + 0.12 * abs(xb - xa)) * (-1 if below else 1)
     steps = [i / 16 for i in range(17)]
     return [(xa + (xb - xa) * u, ya + 4 * height * u * (1 - u)) for u in steps]
 
@@ -165,7 +169,7 @@ def _draw_links(ax: Axes, links: list[Link], p: Placement) -> None:
     dense = len(links) > 300
     segments, widths, colours = [], [], []
     for link, total in zip(links, totals, strict=True):
-        segments.append(_path(p.pos[link.a], p.pos[link.b]))
+        segments.append(_path(p.pos[link.a], p.pos[link.b], below=_below(link, p)))
         widths.append(0.5 + 2.5 * math.log(total / low) / spread if high > low else 1.2)
         colours.append(_colour(link.tech))
     alpha = 0.2 if dense else 0.6
@@ -210,10 +214,10 @@ def _count_labels(ax: Axes, links: list[Link], p: Placement, px_per_unit: float)
     rest = [x for x in links if x.count > 1 and x.a not in uniform and x.b not in uniform]
     if len(rest) <= _MAX_COUNT_LABELS:
         for link in rest:
-            (xa, ya), (xb, yb) = p.pos[link.a], p.pos[link.b]
+            x, y = _label_at(link, p)
             ax.text(
-                xa + 0.4 * (xb - xa),
-                ya + 0.4 * (yb - ya),
+                x,
+                y,
                 f"x{link.count}",
                 fontsize=7,
                 ha="center",
@@ -222,6 +226,20 @@ def _count_labels(ax: Axes, links: list[Link], p: Placement, px_per_unit: float)
                 bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
             )
     return uniform
+
+
+def _label_at(link: Link, p: Placement) -> tuple[float, float]:
+    """Where a link's count goes: the top (or bottom) of its arc, else 40% along the line."""
+    path = _path(p.pos[link.a], p.pos[link.b], below=_below(link, p))
+    if len(path) > 2:
+        return path[len(path) // 2]
+    (xa, ya), (xb, yb) = path
+    return xa + 0.4 * (xb - xa), ya + 0.4 * (yb - ya)
+
+
+def _below(link: Link, p: Placement) -> bool:
+    """Whether a link joins two accelerators (its arc, if any, goes below their row)."""
+    return p.role[link.a] == p.role[link.b] == "accelerator"
 
 
 def _draw_devices(ax: Axes, t: Topology, p: Placement, marker_size: float) -> list[Line2D]:
@@ -277,6 +295,10 @@ def _tech_handles(links: list[Link]) -> list[Line2D]:
     ] + (note if most > 1 else [])
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("h") else "s")
+
+
 def _device_labels(ax: Axes, t: Topology, p: Placement, labels: bool | None) -> None:
     """Every device id up to 48 devices; else the servers' names under their clusters."""
     many_servers = len(p.servers) > 1
@@ -298,9 +320,11 @@ def _device_labels(ax: Axes, t: Topology, p: Placement, labels: bool | None) -> 
             )
     if many_servers:
         step = max(1, len(p.servers) // 16)
+        mesh = any(p.role[x.a] == p.role[x.b] == "accelerator" for x in t.links)
+        y = min(y for _, y in p.pos.values()) - 0.9 - (_ARC if mesh else 0.0)
         for i, (node, (x0, x1)) in enumerate(sorted(p.servers.items())):
             if i % step == 0:
-                ax.text((x0 + x1) / 2, -0.9, f"server {node}", ha="center", va="top", fontsize=7)
+                ax.text((x0 + x1) / 2, y, f"server {node}", ha="center", va="top", fontsize=7)
 
 
 def draw_topology(
@@ -333,7 +357,7 @@ def draw_topology(
     title = f"{t.name}: {len(t.accelerators)} accelerators"
     if len(p.servers) > 1:
         title += f" in {len(p.servers)} servers"
-    title += f", {len(t.switches)} switches" if t.switches else ""
+    title += f", {_plural(len(t.switches), 'switch')}" if t.switches else ""
     title += f", {len(t.links)} links"
     if shown < len(p.servers):
         title += (

@@ -1,7 +1,8 @@
 """Where :mod:`scaleup.topology.draw` puts each device: servers as clusters in a row, in layers.
 
 Bottom to top inside a server: accelerators (a row, or a circle when they are wired to each
-other directly, as in DGX-1 or an MI300X platform), the server's own switches (NVSwitch, PCIe,
+other directly and have no NICs, as in DGX-1 or an MI300X platform; with NICs the direct links
+are drawn as arcs below the row), the server's own switches (NVSwitch, PCIe,
 UALink) placed between accelerator columns, hosts, then NICs straight above their accelerator,
 so a NIC's uplink never crosses an accelerator. Network switches (those on a scale-out link or
 joining servers) sit above every server, one row per tier. Pure geometry: no matplotlib here.
@@ -83,7 +84,7 @@ def _place_server(
     accs = by_role["accelerator"]
     direct = any(kind.get(n) == "accelerator" for a in accs for n in nbr[a.id])
     width = float(max(len(accs), 1))
-    if direct and not by_role["switch"] and len(accs) > 2:
+    if direct and not by_role["switch"] and not by_role["NIC"] and len(accs) > 2:
         radius = max(1.5, len(accs) / 4)
         width = 2 * radius + 1
         for i, d in enumerate(accs):
