@@ -280,7 +280,7 @@ def _draw_devices(ax: Axes, t: Topology, p: Placement, marker_size: float) -> li
 
 
 def _tech_handles(links: list[Link]) -> list[Line2D]:
-    """One legend line per link technology; a note on widths where links come in bundles."""
+    """One legend line per link technology; a note on widths where bundles differ in size."""
     techs = sorted({x.tech for x in links})
     most = max((x.count for x in links), default=1)
     note = [Line2D([], [], color="none", label=f"wider line: more links (up to x{most})")]
@@ -292,7 +292,7 @@ def _tech_handles(links: list[Link]) -> list[Line2D]:
             label=f"{k} link ({hardware.link_tech(k).bandwidth_gb_per_s:g} GB/s each)",
         )
         for k in techs
-    ] + (note if most > 1 else [])
+    ] + (note if len({x.count for x in links}) > 1 else [])
 
 
 def _plural(n: int, noun: str) -> str:
