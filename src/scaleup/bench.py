@@ -125,11 +125,13 @@ def runtime_rows(
     *,
     iters: int | None = None,
     warmup: int | None = None,
+    check: bool = True,
 ) -> list[BenchRow]:
     """Measure ``request`` on ``request.ranks`` real processes over ``transport``.
 
     The runtime honours the collective, sizes, dtype, redop, root and algorithm; the tuner's
-    protocol, channel and family overrides have no meaning there and are refused.
+    protocol, channel and family overrides have no meaning there and are refused. ``check``
+    compares every timed iteration's output with the numpy reference (nccl-tests' ``-c 1``).
     """
     if transport not in RUNTIMES:
         raise UsageError(
@@ -157,6 +159,7 @@ def runtime_rows(
         algo=request.algorithm,
         iters=iters,
         warmup=warmup,
-        redop=request.spec_redop,
+        redop=request.nccl_redop,
         root=request.spec_root,
+        check=check,
     )

@@ -54,10 +54,15 @@ def test_default_is_the_quickstart_table():
         ["-b", "eight"],
         ["--proto", "fast"],
         ["--ranks", "99"],
-        ["-o", "avg"],
-        ["--runtime", "tcp", "-n", "2"],
+        ["-o", "mulsum"],
+        ["-o", "max", "--op", "min"],
+        ["--runtime", "tcp", "-g", "2"],
         ["--runtime", "shm"],
-        ["-n", "2"],
+        ["-n", "0"],
+        ["-w", "-1"],
+        ["-c", "2"],
+        ["--collective", "all_sum_perf"],
+        ["--op", "all_gather", "--collective", "reduce"],
     ],
 )
 def test_bad_flags_exit_2_with_one_line(args):
@@ -127,22 +132,13 @@ def test_ranks_algo_proto_flags():
     assert (row["nranks"], row["algo"], row["proto"]) == (4, "ring", "simple")
 
 
-def test_runtime_dispatch():
-    result = _run(
-        "--runtime",
-        "shm",
-        "-n",
-        "2",
-        "-b",
-        "1K",
-        "-e",
-        "4K",
-        "--iters",
-        "2",
-        "--warmup",
-        "1",
-        "--json",
-    )
+@pytest.mark.parametrize(
+    "counts",
+    [("-g", "2", "-n", "2", "-w", "1"), ("--nprocs", "2", "--iters", "2", "--warmup", "1")],
+)
+def test_runtime_dispatch(counts):
+    """nccl-tests' -g/-n/-w, and scaleup's old --nprocs/--iters/--warmup, mean the same."""
+    result = _run("--runtime", "shm", *counts, "-b", "1K", "-e", "4K", "--json")
     if result.exit_code == 2 and "runtime measurement not available" in result.output:
         pytest.skip("the runtime stream's measurer is not installed")
     assert result.exit_code == 0, result.output
@@ -153,8 +149,8 @@ def test_runtime_dispatch():
 def test_runtime_reports_the_redop_and_root_asked_for():
     """``--runtime shm -o max`` used to report ``redop sum`` (the runtime path dropped -o, -r)."""
     result = _run(
-        "--runtime", "shm", "-n", "2", "--op", "reduce", "-o", "max", "-r", "1",
-        "-b", "1K", "-e", "1K", "--iters", "1", "--warmup", "0", "--json",
+        "--runtime", "shm", "-g", "2", "--op", "reduce", "-o", "max", "-r", "1",
+        "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)[0]
@@ -165,7 +161,6 @@ def test_runtime_reports_the_redop_and_root_asked_for():
     ("flag", "args"),
     [
         ("--topology", ["--topology", "pcie-8"]),
-        ("--ranks", ["--ranks", "2"]),
         ("--proto", ["--proto", "ll"]),
         ("--channels", ["--channels", "2"]),
         ("--tuner", ["--tuner", "all"]),
@@ -174,7 +169,7 @@ def test_runtime_reports_the_redop_and_root_asked_for():
     ],
 )
 def test_simulator_flags_are_refused_with_runtime(flag, args):
-    result = _run("--runtime", "shm", "-n", "2", *args)
+    result = _run("--runtime", "shm", "-g", "2", *args)
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {flag}:")
     assert len(result.output.strip().splitlines()) == 1
@@ -183,15 +178,18 @@ def test_simulator_flags_are_refused_with_runtime(flag, args):
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (["-o", "avg"], "-o"),
+        (["-o", "mulsum"], "-o"),
+        (["-n", "0"], "-n"),
+        (["-w", "-2"], "-w"),
         (["--proto", "fast"], "--proto"),
         (["--algo", "tree", "--op", "all_to_all"], "--algo"),
-        (["--ranks", "99"], "--ranks"),
+        (["--ranks", "99"], "-g"),
+        (["-g", "99"], "-g"),
         (["--op", "broadcast", "-r", "8"], "-r"),
         (["--channels", "0"], "--channels"),
         (["--tuner", "mine"], "--tuner"),
         (["-b", "1M", "-e", "8"], "-b/-e"),
-        (["--runtime", "shm", "-n", "2", "--op", "reduce", "-r", "2"], "-r"),
+        (["--runtime", "shm", "-g", "2", "--op", "reduce", "-r", "2"], "-r"),
     ],
 )
 def test_request_errors_name_the_flag(args, flag):

@@ -57,7 +57,7 @@ def test_explain_compares_fabrics():
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (["--runtime", "shm", "-n", "2", "--explain"], "--explain"),
+        (["--runtime", "shm", "-g", "2", "--explain"], "--explain"),
         (["--explain", "--csv"], "--csv"),
     ],
 )

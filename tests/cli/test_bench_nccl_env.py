@@ -96,7 +96,7 @@ def test_bad_value_is_one_line_naming_the_variable(env, var):
 def test_runtime_ignores_nccl_variables():
     from scaleup.cli.bench import BenchFlags, nccl_env_of
 
-    flags = BenchFlags("8", "8", 2.0, "all_reduce", "float32", "sum", 0, None, None, None, None,
-                       None, False, None, "shm", 2, None, None,
+    flags = BenchFlags("8", "8", 2.0, "all_reduce", "float32", "sum", 0, 2, None, None, None,
+                       None, False, None, "shm", None, None,
                        environ={"NCCL_ALGO": "bogus"})  # fmt: skip
     assert nccl_env_of(flags)[0].applied == {}

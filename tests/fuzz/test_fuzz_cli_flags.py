@@ -29,6 +29,7 @@ _TOPOLOGY = _choice(*_SMALL_TOPOLOGIES)
 _OP = _choice(*COLLECTIVES)
 _DTYPE = _choice(*DTYPES)
 _REDOP = _choice(*REDOPS)
+_BENCH_REDOP = _choice(*REDOPS, "avg")
 _ALGO = _choice(*ALGORITHMS)
 # -b and -e are always given (the default -e 8G sweeps 31 sizes): a small range or nasty ones.
 _RANGE = st.one_of(
@@ -40,8 +41,9 @@ _BENCH = flag_args(
     {
         "-f": _NUMBER,
         "--op": _OP,
+        "--collective": _OP,
         "-d": _DTYPE,
-        "-o": _REDOP,
+        "-o": _BENCH_REDOP,
         "-r": _NUMBER,
         "--ranks": _NUMBER,
         "--algo": _ALGO,
@@ -54,6 +56,9 @@ _BENCH = flag_args(
         "--csv": None,
         "-n": _NUMBER,
         "--iters": _NUMBER,
+        "-w": _NUMBER,
+        "-c": _NUMBER,
+        "-g": _NUMBER,
     }
 )
 _SCHEDULE_COMMON = {

@@ -114,3 +114,39 @@ def test_real_planner_points_and_their_maps(
     md = (tmp_path / "rep" / "index.md").read_text()
     assert "memory_fraction" in md
     assert "step_time_s" in md
+
+
+def test_report_says_what_produced_it(tmp_path: Path) -> None:
+    from sweep_fake_kinds import FAKES
+
+    from scaleup import __version__
+    from scaleup.sweep import read_provenance
+
+    provenance = {"spec": "specs/my sweep.toml", "scaleup_version": "0.0.9", "started_utc": "then"}
+    out = tmp_path / "results.parquet"
+    run_sweep(_points()[:3], out, serial=True, kinds=FAKES, provenance=provenance)
+    assert read_provenance(out) == provenance
+    build_report(out, tmp_path / "rep")
+    for page in ("index.md", "index.html"):
+        text = (tmp_path / "rep" / page).read_text()
+        assert "sweep spec: specs/my sweep.toml" in text
+        assert "Swept by scaleup 0.0.9, started then" in text
+        assert f"Report written by scaleup {__version__} on " in text
+        assert re.search(r"on \d{4}-\d\d-\d\d \d\d:\d\d UTC", text)
+        assert "None" not in re.sub(r"data:image/png;base64,[^']*", "", text)
+
+
+def test_report_of_a_csv_says_the_spec_is_not_recorded(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
+    run_sweep(_points()[:2], tmp_path / "r.csv", serial=True, kinds=fake_kinds)
+    build_report(tmp_path / "r.csv", tmp_path / "out")
+    assert "sweep spec: not recorded" in (tmp_path / "out" / "index.md").read_text()
+
+
+def test_sweep_command_records_the_spec_as_given() -> None:
+    from scaleup.cli.sweep import _provenance
+
+    recorded = _provenance(Path("examples/../examples/sweep-small.toml"))
+    assert recorded["spec"] == "examples/../examples/sweep-small.toml"
+    assert set(recorded) == {"spec", "scaleup_version", "started_utc"}

@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scaleup.bench import bench_rows
 from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES, REDOPS
 from scaleup.errors import UsageError
 from scaleup.topology import resolve_topology
 from scaleup.tune import BenchRequest, nccl_sizes
-from scaleup.tune.request import QUICKSTART_SIZES
+from scaleup.tune.request import BENCH_REDOPS, QUICKSTART_SIZES
 
 DGX = resolve_topology("dgx-h100")
 
@@ -37,7 +38,7 @@ def test_frozen():
         ({"sizes_bytes": (8, -1)}, "sizes_bytes"),
         ({"sizes_bytes": (8.5,)}, "sizes_bytes"),
         ({"dtype": "float8"}, "dtype"),
-        ({"redop": "avg"}, "redop"),
+        ({"redop": "mulsum"}, "redop"),
         ({"root": -1}, "root"),
         ({"ranks": 0}, "ranks"),
         ({"ranks": True}, "ranks"),
@@ -91,7 +92,7 @@ def test_nccl_sizes_errors_name_fields():
 @given(
     op=st.sampled_from(COLLECTIVES),
     sizes=st.lists(st.integers(0, 1 << 40), min_size=1, max_size=5),
-    redop=st.sampled_from(REDOPS),
+    redop=st.sampled_from(BENCH_REDOPS),
     ranks=st.none() | st.integers(1, 16),
     protocol=st.none() | st.sampled_from(PROTOCOL_NAMES),
     channels=st.none() | st.integers(1, 64),
@@ -110,3 +111,22 @@ def test_any_valid_combination_constructs(op, sizes, redop, ranks, protocol, cha
     assert request.sizes_bytes == tuple(sizes)
     assert request.spec_redop in REDOPS
     assert request.printed_root in (-1, 0)
+
+
+def test_avg_is_a_timed_sum_that_nvls_does_not_take():
+    """nccl-tests' ``-o avg``: NCCL runs a pre-multiplied sum, which its NVLS kernels refuse."""
+    avg = BenchRequest(op="all_reduce", redop="avg")
+    assert (avg.spec_redop, avg.nccl_redop, avg.printed_redop) == ("sum", "avg", "avg")
+    gather = BenchRequest(op="all_gather", redop="avg")
+    assert (gather.spec_redop, gather.nccl_redop, gather.printed_redop) == ("sum", "sum", "none")
+    sizes = (64 << 20,)
+    tuned = bench_rows(DGX, BenchRequest(sizes_bytes=sizes))[0]
+    averaged = bench_rows(DGX, BenchRequest(sizes_bytes=sizes, redop="avg"))[0]
+    assert tuned.algo == "nvls"
+    assert averaged.algo != "nvls"
+    assert averaged.redop == "avg"
+    ring = {
+        redop: bench_rows(DGX, BenchRequest(sizes_bytes=sizes, redop=redop, algorithm="ring"))[0]
+        for redop in ("sum", "avg")
+    }
+    assert ring["avg"].time_us == ring["sum"].time_us

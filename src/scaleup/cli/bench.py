@@ -5,11 +5,18 @@ simulated: nccl-tests' header, its columns (size, count, type, redop, root, time
 plus the tuner's algo, proto and channels and ``linkbw`` (busiest channel), and its footer
 ``# Avg bus bandwidth``. ``--topology a,b`` compares fabrics side by side in one table.
 
+The flags are nccl-tests' with its meanings (``-b -e -f -d -o -r -n -w -c -g``): as in
+nccl-tests, ``-o/--op`` is the reduction and the collective is what the binary would be
+(``--collective all_gather``, or ``all_gather_perf``); a collective name given to ``--op`` still
+selects the collective (scaleup's old spelling), ``--redop``, ``--ranks``, ``--nprocs``,
+``--warmup`` and ``--dtype`` still work. ``-g`` is the rank count: simulated ranks, or processes
+with ``--runtime``. ``-n``/``-w`` (iterations, warm-up) and ``-c`` (check) act on ``--runtime``
+only; the simulated time does not depend on them.
+
 The flags map to the fields of one :class:`~scaleup.tune.request.BenchRequest` in one place
 (:func:`request_from_flags`), and the library's errors, which name fields, are reported with the
-flag (:data:`FLAG_OF`). With ``--runtime`` the simulator's flags (``--topology``, ``--ranks``,
-``--proto``, ``--channels``, ``--tuner``, ``--no-p2p``) are refused, not ignored; ``-n`` is the
-number of ranks.
+flag (:data:`FLAG_OF`). With ``--runtime`` the simulator's flags (``--topology``, ``--proto``,
+``--channels``, ``--tuner``, ``--no-p2p``) are refused, not ignored.
 
 NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``,
 ``NCCL_NVLS_ENABLE``; :mod:`scaleup.tune.nccl_env`) narrows the simulated tuner as it narrows
@@ -38,7 +45,7 @@ from scaleup.cli.bench_table import (
     sim_header,
     table_lines,
 )
-from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES, REDOPS
+from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES
 from scaleup.errors import UsageError
 from scaleup.report import BenchRow
 from scaleup.topology.model import Topology
@@ -57,6 +64,7 @@ __all__ = [
     "nccl_header",
     "register",
     "request_from_flags",
+    "split_op",
     "split_topologies",
 ]
 
@@ -64,14 +72,14 @@ __all__ = [
 DEFAULT_TOPOLOGY = "dgx-h100"
 #: BenchRequest field (an error's ``source``) -> the flag that sets it.
 FLAG_OF = {
-    "op": "--op",
+    "op": "--collective",
     "sizes_bytes": "-b/-e",
     "min_bytes/max_bytes": "-b/-e",
     "factor": "-f",
     "dtype": "-d",
     "redop": "-o",
     "root": "-r",
-    "ranks": "--ranks",
+    "ranks": "-g",
     "algorithm": "--algo",
     "protocol": "--proto",
     "channels": "--channels",
@@ -109,6 +117,61 @@ def split_topologies(text: str) -> list[str]:
     return out
 
 
+#: nccl-tests' reductions (``-o``); ``mulsum`` and ``all`` are not offered (README).
+_REDOPS = ("sum", "prod", "max", "min", "avg")
+#: nccl-tests' binary names that differ from scaleup's collective names.
+_BINARY_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
+
+
+def _collective_name(text: str) -> str | None:
+    """The collective ``text`` names (scaleup's name or nccl-tests' binary, ``all_gather_perf``),
+    else None."""
+    name = text.strip().lower().removesuffix("_perf")
+    name = _BINARY_NAMES.get(name, name)
+    return name if name in COLLECTIVES else None
+
+
+def split_op(values: list[str] | None, collective: str | None) -> tuple[str, str]:
+    """(collective, reduction) from ``-o/--op`` (given any number of times) and ``--collective``.
+
+    nccl-tests' ``-o`` is the reduction; scaleup's ``--op`` used to be the collective, so a
+    collective name there still selects it (the two name sets are disjoint).
+
+    >>> split_op(["reduce", "max"], None), split_op(None, "all_gather_perf")
+    (('reduce', 'max'), ('all_gather', 'sum'))
+    """
+    chosen = None
+    if collective is not None:
+        chosen = _collective_name(collective)
+        if chosen is None:
+            raise UsageError(
+                f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)} "
+                "(or nccl-tests' binary names, all_reduce_perf ...)",
+                source="--collective",
+            )
+    redop = None
+    for value in values or []:
+        if value.strip().lower() in _REDOPS:
+            if redop is not None:
+                raise UsageError("-o/--op gives the reduction twice", source="-o")
+            redop = value.strip().lower()
+            continue
+        named = _collective_name(value)
+        if named is None:
+            raise UsageError(
+                f"unknown reduction {value!r}; known: {', '.join(_REDOPS)} "
+                f"(the collective is --collective: {', '.join(COLLECTIVES)})",
+                source="-o",
+            )
+        if chosen is not None and named != chosen:
+            raise UsageError(
+                f"two collectives, {chosen} and {named}; give one with --collective",
+                source="--collective",
+            )
+        chosen = named
+    return chosen or "all_reduce", redop or "sum"
+
+
 @contextlib.contextmanager
 def flag_errors(flag_of: dict[str, str]) -> Iterator[None]:
     """Re-raise a UsageError whose source is a library field with the flag that sets it."""
@@ -140,9 +203,9 @@ class BenchFlags:
     no_p2p: bool
     topology: str | None
     runtime: str | None
-    nprocs: int | None
     iters: int | None
     warmup: int | None
+    check: int = 1
     explain: bool = False
     exact: bool = False
     environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
@@ -181,21 +244,20 @@ def nccl_header(flags: BenchFlags) -> list[str]:
 
 def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
     """The one place flags become a :class:`~scaleup.tune.request.BenchRequest` (and the header's
-    echo of the sweep); with ``--runtime``, ``-n`` is the number of ranks."""
+    echo of the sweep); ``-g`` is the rank count (processes with ``--runtime``)."""
     from scaleup.tune import BenchRequest, nccl_sizes
 
     lo, hi = parse_size(flags.min_bytes, source="-b"), parse_size(flags.max_bytes, source="-e")
     args = SweepArgs(flags.op, lo, hi, flags.factor, flags.dtype)
-    flag_of = {**FLAG_OF, "ranks": "-n"} if flags.runtime is not None else FLAG_OF
     nccl, _ = nccl_env_of(flags)
-    with flag_errors(flag_of):
+    with flag_errors(FLAG_OF):
         request = BenchRequest(
             op=flags.op,
             sizes_bytes=tuple(nccl_sizes(lo, hi, flags.factor)),
             dtype=flags.dtype,
             redop=flags.redop,
             root=flags.root,
-            ranks=flags.nprocs if flags.runtime is not None else flags.ranks,
+            ranks=flags.ranks,
             algorithm=flags.algo,
             protocol=flags.proto,
             channels=flags.channels,
@@ -209,14 +271,17 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
 
 
 def _check_mode(flags: BenchFlags) -> None:
-    """Refuse the flags of the other mode (simulated or measured) with one line."""
+    """Check nccl-tests' counts, and refuse the simulator's flags with ``--runtime`` (one line)."""
+    if flags.iters is not None and flags.iters < 1:
+        raise UsageError(f"iterations must be >= 1, got {flags.iters}", source="-n")
+    if flags.warmup is not None and flags.warmup < 0:
+        raise UsageError(f"warm-up iterations must be >= 0, got {flags.warmup}", source="-w")
+    if flags.check not in (0, 1):
+        raise UsageError(f"-c takes 0 (no check) or 1 (check), got {flags.check}", source="-c")
     if flags.runtime is None:
-        if flags.nprocs is not None or flags.iters is not None or flags.warmup is not None:
-            raise UsageError("-n, --iters and --warmup need --runtime", source="-n")
         return
     sim_only = {
         "--topology": flags.topology is not None,
-        "--ranks": flags.ranks is not None,
         "--proto": flags.proto is not None,
         "--channels": flags.channels is not None,
         "--tuner": flags.tuner is not None,
@@ -228,11 +293,11 @@ def _check_mode(flags: BenchFlags) -> None:
     if given:
         raise UsageError(
             f"{given[0]} applies to the simulator; --runtime measures this machine's processes "
-            "(-n sets their number)",
+            "(-g sets their number)",
             source=given[0],
         )
-    if flags.nprocs is None or flags.nprocs < 1:
-        raise UsageError("--runtime needs -n N (N >= 1 processes)", source="-n")
+    if flags.ranks is None or flags.ranks < 1:
+        raise UsageError("--runtime needs -g N (N >= 1 processes)", source="-g")
 
 
 def _topologies(flags: BenchFlags) -> dict[str, Topology]:
@@ -272,8 +337,10 @@ def _measure(flags: BenchFlags, request: BenchRequest) -> dict[str, list[BenchRo
     from scaleup.bench import runtime_rows
 
     assert flags.runtime is not None  # noqa: S101 - the caller dispatches on it
-    with flag_errors({**FLAG_OF, "ranks": "-n"}):
-        rows = runtime_rows(request, flags.runtime, iters=flags.iters, warmup=flags.warmup)
+    with flag_errors(FLAG_OF):
+        rows = runtime_rows(
+            request, flags.runtime, iters=flags.iters, warmup=flags.warmup, check=flags.check == 1
+        )
     return {f"runtime-{flags.runtime}": rows}
 
 
@@ -302,7 +369,7 @@ def _render(
         if label in topos:
             lines += sim_header(label, topos[label], rows, args)
         else:
-            lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.nprocs or 0))
+            lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.ranks or 0))
     lines += nccl_header(flags)
     lines += table_lines(series) + footer_lines(series)
     if plot is not None:
@@ -334,13 +401,33 @@ _OPTIONS: dict[str, Any] = {
     "min_bytes": typer.Option("8", "-b", "--minbytes", help="Smallest size (e.g. 8, 64K, 1M)."),
     "max_bytes": typer.Option("8G", "-e", "--maxbytes", help="Largest size (powers of 1024: 8G)."),
     "factor": typer.Option(2.0, "-f", "--stepfactor", help="Multiply the size by this (> 1)."),
-    "op": typer.Option("all_reduce", "--op", help="Collective: " + "|".join(COLLECTIVES) + "."),
-    "dtype": typer.Option(
-        "float32", "-d", "--dtype", help="Element type (float32, float16, int32, ...)."
+    "op": typer.Option(
+        None,
+        "-o",
+        "--op",
+        "--redop",
+        help="Reduction: " + "|".join(_REDOPS) + " (nccl-tests' -o; avg is a sum scaled by 1/n, "
+        "never NVLS). A collective name still selects the collective (old --op).",
     ),
-    "redop": typer.Option("sum", "-o", "--redop", help="Reduction: " + "|".join(REDOPS) + "."),
+    "collective": typer.Option(
+        None,
+        "--collective",
+        help="Collective, as nccl-tests' binary: " + "|".join(COLLECTIVES) + " (or all_gather_perf"
+        " ...); default all_reduce.",
+    ),
+    "dtype": typer.Option(
+        "float32", "-d", "--datatype", "--dtype", help="Element type (float32, float16, int32 ...)."
+    ),
     "root": typer.Option(0, "-r", "--root", help="Root rank of broadcast and reduce."),
-    "ranks": typer.Option(None, "--ranks", help="Use the first N accelerators."),
+    "ranks": typer.Option(
+        None,
+        "-g",
+        "--ngpus",
+        "--ranks",
+        "--nprocs",
+        help="Ranks: the first N accelerators (simulated), or N processes with --runtime; "
+        "--ranks and --nprocs are the old names.",
+    ),
     "algo": typer.Option(
         None,
         "--algo",
@@ -367,9 +454,27 @@ _OPTIONS: dict[str, Any] = {
     "csv_out": typer.Option(False, "--csv", help="Print the rows as CSV."),
     "plot": typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
     "runtime": typer.Option(None, "--runtime", help="Measure for real: shm|pipe|mpi."),
-    "nprocs": typer.Option(None, "-n", "--nprocs", help="Processes (ranks) for --runtime."),
-    "iters": typer.Option(None, "--iters", help="Timed iterations per size (--runtime)."),
-    "warmup": typer.Option(None, "--warmup", help="Warm-up iterations per size (--runtime)."),
+    "iters": typer.Option(
+        None,
+        "-n",
+        "--iters",
+        help="Timed iterations per size (--runtime; default scaled by size). The simulated time "
+        "does not depend on it.",
+    ),
+    "warmup": typer.Option(
+        None,
+        "-w",
+        "--warmup_iters",
+        "--warmup",
+        help="Warm-up iterations per size (--runtime); the simulated time does not depend on it.",
+    ),
+    "check": typer.Option(
+        1,
+        "-c",
+        "--check",
+        help="1: check every timed --runtime iteration against numpy (#wrong); 0: do not. The "
+        "simulator has nothing to check (N/A).",
+    ),
     "explain": typer.Option(
         False, "--explain", help="Per size: every candidate, its time, what bounds it, channels."
     ),
@@ -383,9 +488,9 @@ def bench_cmd(
     min_bytes: str = _OPTIONS["min_bytes"],
     max_bytes: str = _OPTIONS["max_bytes"],
     factor: float = _OPTIONS["factor"],
-    op: str = _OPTIONS["op"],
+    op: list[str] | None = _OPTIONS["op"],
+    collective: str | None = _OPTIONS["collective"],
     dtype: str = _OPTIONS["dtype"],
-    redop: str = _OPTIONS["redop"],
     root: int = _OPTIONS["root"],
     ranks: int | None = _OPTIONS["ranks"],
     algo: str | None = _OPTIONS["algo"],
@@ -398,21 +503,25 @@ def bench_cmd(
     csv_out: bool = _OPTIONS["csv_out"],
     plot: Path | None = _OPTIONS["plot"],
     runtime: str | None = _OPTIONS["runtime"],
-    nprocs: int | None = _OPTIONS["nprocs"],
     iters: int | None = _OPTIONS["iters"],
     warmup: int | None = _OPTIONS["warmup"],
+    check: int = _OPTIONS["check"],
     explain: bool = _OPTIONS["explain"],
     exact: bool = _OPTIONS["exact"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
+
+    nccl-tests' flags mean what they mean there: -o/--op the reduction, -n/-w iterations and
+    warm-up, -c check, -g ranks (processes with --runtime); the collective is --collective.
 
     The simulator honours NCCL's environment with NCCL's syntax: NCCL_ALGO and NCCL_PROTO
     (comma-separated names, any case; a leading ^ excludes them), NCCL_MIN_NCHANNELS,
     NCCL_MAX_NCHANNELS, NCCL_NVLS_ENABLE=0. --algo, --proto and --channels take precedence;
     the header names the variables applied.
     """
-    flags = BenchFlags(min_bytes, max_bytes, factor, op, dtype, redop, root, ranks, algo, proto,
-                   channels, tuner, no_p2p, topology, runtime, nprocs, iters, warmup,
+    name, redop = split_op(op, collective)
+    flags = BenchFlags(min_bytes, max_bytes, factor, name, dtype, redop, root, ranks, algo, proto,
+                   channels, tuner, no_p2p, topology, runtime, iters, warmup, check,
                    explain, exact, os.environ)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")

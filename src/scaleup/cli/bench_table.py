@@ -1,8 +1,11 @@
 """nccl-tests' plain-text table for ``scaleup bench``: header, fixed-width columns, footer.
 
-The columns are nccl-tests' (size, count, type, redop, root, time, algbw, busbw) plus the
-tuner's algo, proto and channels and ``linkbw`` (busiest channel). Several topologies share one
-table, one column group each. Lines are returned, not printed: the command prints them.
+The columns are nccl-tests' 2.x, at its widths: size, count, type, redop, root, then time, algbw,
+busbw and ``#wrong`` out of place and again in place (13 columns), then scaleup's ``linkbw``
+(busiest channel) and the tuner's algo, proto and channels. A simulated row has one time for
+both groups and nothing to check (``N/A``). The footer is nccl-tests' ``# Out of bounds values``
+and ``# Avg bus bandwidth``. Several topologies share one table, one column block each. Lines
+are returned, not printed: the command prints them.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ _NCCL_TYPE = {
     "double": "double",
     "bfloat16": "bfloat16",
 }
-_W_TIME, _W_BW = 9, 8
-_Cells = list[tuple[str, int]]
+_Cells3 = list[tuple[str, int, int]]  # (text, gap before, width)
 
 
 @dataclass(frozen=True)
@@ -88,72 +90,115 @@ def runtime_header(transport: str, rows: Sequence[BenchRow], args: SweepArgs, np
     )
 
 
-def _line(cells: _Cells) -> str:
-    return " ".join(text.rjust(width) for text, width in cells)
+def _join(cells: _Cells3) -> str:
+    return "".join(" " * gap + text.rjust(width) for text, gap, width in cells)
 
 
-def _common_cells(r: BenchRow, with_count: bool) -> _Cells:
-    cells = [(str(r.bytes), 12)]
-    if with_count:
-        cells.append((str(r.count), 12))
-    return cells + [(_NCCL_TYPE.get(r.dtype, r.dtype), 8), (r.redop, 6), (str(r.root), 5)]
+def _head(cells: _Cells3) -> str:
+    """A header line: the cells with '#' over the first character, as nccl-tests prints."""
+    return "#" + _join(cells)[1:]
 
 
-def _sim_cells(r: BenchRow, *, with_count: bool = False, compact: bool = False) -> _Cells:
-    cells = [(str(r.count), 12)] if with_count else []
-    cells += [(_fmt_time(r.time_us), _W_TIME)]
-    if not compact:
-        cells.append((_fmt_bw(r.algbw_gb_per_s), _W_BW))
-    cells += [(_fmt_bw(r.busbw_gb_per_s), _W_BW), (_fmt_bw(r.linkbw_gb_per_s), _W_BW)]
+def _cells(texts: Sequence[str], cols: Sequence[tuple[int, int]]) -> _Cells3:
+    return [(t, gap, width) for t, (gap, width) in zip(texts, cols, strict=True)]
+
+
+def _prefix(r: BenchRow, with_count: bool) -> list[str]:
+    count = [str(r.count)] if with_count else []
+    return [str(r.bytes), *count, _NCCL_TYPE.get(r.dtype, r.dtype), r.redop, str(r.root)]
+
+
+def _wrong(count: int | None) -> str:
+    return "N/A" if count is None else str(count)
+
+
+def _groups(r: BenchRow) -> list[str]:
+    """nccl-tests' out-of-place and in-place groups: time, algbw, busbw, #wrong each."""
+    ip_alg, ip_bus = r.in_place_bw()
+    return [
+        _fmt_time(r.time_us), _fmt_bw(r.algbw_gb_per_s), _fmt_bw(r.busbw_gb_per_s),
+        _wrong(r.wrong), _fmt_time(r.in_place_us), _fmt_bw(ip_alg), _fmt_bw(ip_bus),
+        _wrong(r.in_place_wrong),
+    ]  # fmt: skip
+
+
+def _extras(r: BenchRow, compact: bool) -> list[str]:
     if compact:
-        return [*cells, (f"{r.algo}/{r.proto}/{r.channels}", 20)]
-    return [*cells, (r.algo, 12), (r.proto, 6), (str(r.channels), 8)]
+        return [_fmt_bw(r.linkbw_gb_per_s), f"{r.algo}/{r.proto}/{r.channels}"]
+    return [_fmt_bw(r.linkbw_gb_per_s), r.algo, r.proto, str(r.channels)]
 
 
-_HEAD = [("size", 12), ("count", 12), ("type", 8), ("redop", 6), ("root", 5)]
-_UNITS = [("(B)", 12), ("(elements)", 12), ("", 8), ("", 6), ("", 5)]
-_PER = [("time", _W_TIME), ("algbw", _W_BW), ("busbw", _W_BW), ("linkbw", _W_BW), ("algo", 12),
-        ("proto", 6), ("channels", 8)]  # fmt: skip
-_PER_UNITS = [("(us)", _W_TIME), ("(GB/s)", _W_BW), ("(GB/s)", _W_BW), ("(GB/s)", _W_BW),
-              ("", 12), ("", 6), ("", 8)]  # fmt: skip
-_GROUP = [("time", _W_TIME), ("busbw", _W_BW), ("linkbw", _W_BW), ("algo/proto/ch", 20)]
-_GROUP_UNITS = [("(us)", _W_TIME), ("(GB/s)", _W_BW), ("(GB/s)", _W_BW), ("", 20)]
+#: nccl-tests' columns (gap before, width): ``%12li  %12li  %8s  %6s  %6i`` and, per group,
+#: ``  %7s  %6.2f  %6.2f  %5s`` (its ``#wrong`` header overhangs the gap by one).
+_PREFIX_COLS = [(0, 12), (2, 12), (2, 8), (2, 6), (2, 6)]
+_PREFIX_HEAD = [("size", "(B)"), ("count", "(elements)"), ("type", ""), ("redop", ""), ("root", "")]
+_GROUP_COLS = [(2, 7), (2, 6), (2, 6), (1, 6)] * 2
+_GROUP_HEAD = [("time", "(us)"), ("algbw", "(GB/s)"), ("busbw", "(GB/s)"), ("#wrong", "")] * 2
+#: nccl-tests' line over the two groups (64 characters, trailing spaces included).
+_GROUP_TITLE = "           out-of-place                       in-place          "
+#: scaleup's columns after nccl-tests' (one table; several series: algo/proto/ch in one cell).
+_EXTRA_COLS = [(1, 8), (1, 12), (1, 6), (1, 8)]
+_EXTRA_HEAD = [("linkbw", "(GB/s)"), ("algo", ""), ("proto", ""), ("channels", "")]
+_COMPACT_COLS = [(1, 8), (1, 20)]
+_COMPACT_HEAD = [("linkbw", "(GB/s)"), ("algo/proto/ch", "")]
 
 
 def table_lines(series: Mapping[str, Sequence[BenchRow]]) -> list[str]:
-    """nccl-tests' plain-text table (fixed-width columns, '#' header lines), so nothing
-    truncates; one column group per series when there are several."""
+    """nccl-tests' plain-text table (its out-of-place and in-place groups with ``#wrong``,
+    fixed-width columns, '#' header lines) with scaleup's columns after them, so that a parser
+    reading nccl-tests' 13 columns reads this; one column block per series when there are
+    several (the count column moves into each block when the counts differ)."""
     labels = list(series)
     first = series[labels[0]]
-    if len(labels) == 1:
-        lines = ["#" + _line(_HEAD + _PER)[1:], "#" + _line(_UNITS + _PER_UNITS)[1:]]
-        return lines + [_line(_common_cells(r, True) + _sim_cells(r)) for r in first]
+    several = len(labels) > 1
     same_count = all([r.count for r in s] == [r.count for r in first] for s in series.values())
-    shown = range(len(_HEAD)) if same_count else (0, 2, 3, 4)  # without the count column
-    head, units = [_HEAD[i] for i in shown], [_UNITS[i] for i in shown]
-    count = [] if same_count else [("count", 12)]
-    group, group_units = count + _GROUP, ([("(elements)", 12)] if count else []) + _GROUP_UNITS
-    width = len(_line(group))
-    lines = [
-        "#" + " " * len(_line(head)) + "".join(" " + lab[:width].center(width) for lab in labels),
-        "#" + _line(head + group * len(labels))[1:],
-        "#" + _line(units + group_units * len(labels))[1:],
-    ]
+    shown = range(5) if same_count else (0, 2, 3, 4)
+    pre_cols = [_PREFIX_COLS[i] for i in shown]
+    pre_head = [_PREFIX_HEAD[i] for i in shown]
+    count_cols, count_head = ([], []) if same_count else ([(2, 12)], [("count", "(elements)")])
+    extra_cols, extra_head = (
+        (_COMPACT_COLS, _COMPACT_HEAD) if several else (_EXTRA_COLS, _EXTRA_HEAD)
+    )
+    block_cols = count_cols + _GROUP_COLS + extra_cols
+    block_head = count_head + _GROUP_HEAD + extra_head
+    pre_width = len(_join(_cells([""] * len(pre_cols), pre_cols)))
+    count_width = len(_join(_cells([""] * len(count_cols), count_cols)))
+    extra_width = len(_join(_cells([""] * len(extra_cols), extra_cols)))
+    block_width = count_width + len(_GROUP_TITLE) + extra_width
+    title = " " * count_width + _GROUP_TITLE + (" " * extra_width if several else "")
+    lines = ["#"]
+    if several:
+        lines.append("#" + " " * (pre_width - 1) + "".join(lab[:block_width].center(block_width)
+                                                           for lab in labels))  # fmt: skip
+    lines += [
+        "#" + " " * (pre_width - 1) + title * len(labels),
+        _head(_cells([h for h, _ in pre_head + block_head * len(labels)],
+                     pre_cols + block_cols * len(labels))),
+        _head(_cells([u for _, u in pre_head + block_head * len(labels)],
+                     pre_cols + block_cols * len(labels))),
+    ]  # fmt: skip
     for i, r0 in enumerate(first):
-        cells = _common_cells(r0, same_count)
+        cells = _cells(_prefix(r0, same_count), pre_cols)
         for label in labels:
             rows = series[label]
             if i < len(rows):
-                cells += _sim_cells(rows[i], with_count=not same_count, compact=True)
-        lines.append(_line(cells))
+                r = rows[i]
+                texts = ([] if same_count else [str(r.count)]) + _groups(r) + _extras(r, several)
+                cells += _cells(texts, block_cols)
+        lines.append(_join(cells))
     return lines
 
 
 def footer_lines(series: Mapping[str, Sequence[BenchRow]]) -> list[str]:
-    """nccl-tests' ``# Avg bus bandwidth`` line, one per series."""
+    """nccl-tests' footer, one per series: ``# Out of bounds values`` (the wrong elements of
+    every checked group; 0 when nothing was checked, as nccl-tests with ``-c 0``) and ``# Avg bus
+    bandwidth`` (the mean over rows and both groups), then ``#``."""
     lines = []
     for label, rows in series.items():
-        avg = sum(r.busbw_gb_per_s for r in rows) / len(rows) if rows else 0.0
         suffix = f" ({label})" if len(series) > 1 else ""
-        lines.append(f"# Avg bus bandwidth    : {avg:g}{suffix}")
-    return lines
+        wrong = sum((r.wrong or 0) + (r.in_place_wrong or 0) for r in rows)
+        per_row = [(r.busbw_gb_per_s + r.in_place_bw()[1]) / 2 for r in rows]
+        avg = sum(per_row) / len(per_row) if per_row else 0.0
+        lines.append(f"# Out of bounds values : {wrong} {'FAILED' if wrong else 'OK'}{suffix}")
+        lines.append(f"# Avg bus bandwidth    : {avg:g} {suffix.strip()}")
+    return [*lines, "#"]

@@ -329,7 +329,10 @@ def _show(
     if plot is not None:
         from scaleup.cli.plan_plot import plot_plans, plot_sweep  # matplotlib only when plotting
 
-        written = plot_sweep(results, plot) if sweep else plot_plans(results, plot)
+        if sweep:
+            plot_sweep(results, plot)
+        else:
+            plot_plans(results, plot)
     if csv_out:
         if sweep:
             rows = [{"topology": n, **r.to_dict()} for n, rs in results.items() for r in rs]
@@ -349,7 +352,7 @@ def _show(
         for r in results.values():
             _print_plan(r)
     if plot is not None:
-        render.console.print(f"wrote {written}")
+        render.console.print(f"wrote {plot}")
 
 
 def register(app: typer.Typer) -> None:

@@ -185,6 +185,16 @@ _JSON_OPTION = typer.Option(False, "--json", help="Print the summary as JSON.")
 _CSV_OPTION = typer.Option(False, "--csv", help="Print the summary as one CSV row.")
 
 
+def _provenance(spec: Path) -> dict[str, str]:
+    """What the report says produced the results: the spec as given, the version, the date."""
+    import datetime
+
+    from scaleup import __version__
+
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return {"spec": str(spec), "scaleup_version": __version__, "started_utc": now}
+
+
 def sweep_cmd(
     spec: Path = _SPEC_ARGUMENT,
     output: Path = _OUTPUT_OPTION,
@@ -223,6 +233,7 @@ def sweep_cmd(
                     batch_size=batch_size,
                     max_points=max_points,
                     progress=bar.update,
+                    provenance=_provenance(spec),
                 )
             finally:
                 bar.stop()

@@ -4,18 +4,42 @@ file with the plots embedded as base64 data URIs (so it can be mailed)."""
 from __future__ import annotations
 
 import base64
+import datetime
 import html
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["Table", "html_page", "markdown_page"]
+__all__ = ["Table", "about_lines", "html_page", "markdown_page", "slug"]
 
 #: A titled table: (title, header, rows of cells).
 Table = tuple[str, list[str], list[list[str]]]
 
 
-def markdown_page(title: str, images: list[str], tables: list[Table]) -> str:
-    """``index.md``: the tables, then the PNGs (linked by name, next to the page)."""
+def slug(text: str) -> str:
+    """``text`` as a file-name part: runs of other characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "x"
+
+
+def about_lines(results: str, provenance: Mapping[str, str], version: str) -> list[str]:
+    """What produced the report: the results and their spec (paths as given), versions, dates."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    spec = provenance.get("spec", "not recorded (results written without one)")
+    lines = [f"Results: {results}; sweep spec: {spec}."]
+    if "started_utc" in provenance:
+        swept = provenance.get("scaleup_version", "unknown")
+        lines.append(f"Swept by scaleup {swept}, started {provenance['started_utc']}.")
+    lines.append(f"Report written by scaleup {version} on {now}.")
+    return lines
+
+
+def markdown_page(
+    title: str, images: list[str], tables: list[Table], about: Sequence[str] = ()
+) -> str:
+    """``index.md``: what produced it, the tables, then the PNGs (linked, next to the page)."""
     lines = [f"# {title}", ""]
+    if about:
+        lines += [*(f"{line}  " for line in about), ""]
     for name, header, body in tables:
         lines += [f"## {name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
@@ -30,16 +54,21 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px
 table{border-collapse:collapse;margin:0 0 1.5em;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.25em .6em}
 th{background:#f2f2f2}td{text-align:right}td:first-child,td:nth-child(2){text-align:left}
+.about{color:#555;font-size:.9em}
 figure{margin:1em 0}img{max-width:100%}figcaption{color:#666;font-size:.85em}"""
 
 
-def html_page(title: str, out: Path, images: list[str], tables: list[Table]) -> str:
+def html_page(
+    title: str, out: Path, images: list[str], tables: list[Table], about: Sequence[str] = ()
+) -> str:
     """``index.html``: the tables, then the PNGs in ``out`` embedded, so nothing links outside."""
     esc = html.escape
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
         f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>",
     ]
+    if about:
+        parts.append("<p class='about'>" + "<br>".join(esc(line) for line in about) + "</p>")
     for name, header, body in tables:
         parts.append(
             f"<h2>{esc(name)}</h2><table><tr>"

@@ -6,10 +6,11 @@ fastest algorithm by size, and an annotated heatmap for planner points. Axes car
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
+from scaleup.cli.plot_axes import SIZE_LABEL, set_size_axis, size_ticks
 from scaleup.units import format_bytes
 
 __all__ = ["category_map", "heatmap", "line_plot"]
@@ -24,31 +25,28 @@ def _figure(width: float = 9.0, height: float = 4.5) -> Any:
     return figure
 
 
-def _size_axis(axis: Any, sizes: Sequence[int]) -> None:
-    axis.set_xscale("log", base=2)
-    ticks = sorted(set(sizes))
-    step = max(1, len(ticks) // 10)
-    axis.set_xticks(ticks[::step])
-    axis.set_xticklabels([format_bytes(t) for t in ticks[::step]], rotation=45, ha="right")
-    axis.set_xlabel("message size (bytes, powers of 1024)")
+def line_plot(path: Path, title: str, series: dict[str, dict[int, dict[str, Any]]]) -> Any:
+    """busbw (linear) and time (log) against size; one line per series (label -> size -> row).
 
-
-def line_plot(path: Path, title: str, series: dict[str, dict[int, dict[str, Any]]]) -> None:
-    """busbw (linear) and time (log) against size; one line per series (label -> size -> row)."""
+    Sizes of 0 bytes (nccl-tests' count rule rounds tiny sizes down) have no place on a log
+    axis and are left out. Returns the Figure (also written to ``path``).
+    """
     figure = _figure()
     bw, tm = figure.subplots(1, 2)
     sizes: list[int] = []
     for label, by_size in series.items():
-        xs = sorted(by_size)
+        xs = sorted(x for x in by_size if x > 0)
+        if not xs:
+            continue
         sizes.extend(xs)
         bw.plot(
             xs, [by_size[x]["busbw_gb_per_s"] for x in xs], marker="o", markersize=3, label=label
         )
         tm.plot(xs, [by_size[x]["time_us"] for x in xs], marker="o", markersize=3, label=label)
     for axis in (bw, tm):
-        _size_axis(axis, sizes)
+        set_size_axis(axis, sizes)
         axis.grid(True, which="major", alpha=0.3)
-    bw.set_ylabel("busbw (GB/s, 1e9 B/s per direction)")
+    bw.set_ylabel("bus bandwidth (GB/s per direction)")
     bw.set_ylim(bottom=0)
     tm.set_yscale("log")
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -60,15 +58,16 @@ def line_plot(path: Path, title: str, series: dict[str, dict[int, dict[str, Any]
     bw.legend(fontsize=7, loc="upper left")
     figure.suptitle(title)
     figure.savefig(path)
+    return figure
 
 
-def category_map(path: Path, title: str, grid: dict[str, dict[int, str]]) -> None:
+def category_map(path: Path, title: str, grid: dict[str, dict[int, str]]) -> Any:
     """One row per series, one cell per size, coloured by the category (algorithm/protocol)."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
     labels = sorted({v for row in grid.values() for v in row.values()})
-    sizes = sorted({s for row in grid.values() for s in row})
+    sizes = sorted({s for row in grid.values() for s in row if s > 0})
     names = list(grid)
     code = {label: i for i, label in enumerate(labels)}
     matrix = [[code.get(grid[n].get(s, ""), float("nan")) for s in sizes] for n in names]
@@ -81,19 +80,20 @@ def category_map(path: Path, title: str, grid: dict[str, dict[int, str]]) -> Non
     axis.imshow(
         matrix, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(labels) - 0.5, interpolation="nearest"
     )
-    step = max(1, len(sizes) // 12)
-    axis.set_xticks(range(0, len(sizes), step))
-    axis.set_xticklabels([format_bytes(s) for s in sizes[::step]], rotation=45, ha="right")
-    axis.set_xlabel("message size (bytes, powers of 1024)")
+    shown = set(size_ticks(sizes[0], sizes[-1])) if sizes else set()
+    at = [i for i, size in enumerate(sizes) if size in shown] or list(range(len(sizes)))[:1]
+    axis.set_xticks(at, [format_bytes(sizes[i]) for i in at])
+    axis.set_xlabel(SIZE_LABEL)
     axis.set_yticks(range(len(names)))
     axis.set_yticklabels(names)
-    axis.set_ylabel("topology")
+    axis.set_ylabel("topology (series)")
     handles = [Patch(color=cmap(code[label]), label=label) for label in labels]
     figure.legend(
         handles=handles, title="algorithm/protocol", fontsize=7, loc="outside right upper"
     )
     figure.suptitle(title)
     figure.savefig(path)
+    return figure
 
 
 def heatmap(
@@ -105,28 +105,60 @@ def heatmap(
     cbar_label: str,
     fmt: str,
     cmap: str,
-) -> None:
-    """Rows x tp columns, each cell annotated; a fraction-of-HBM map is centred on 1.0 (full)."""
+    *,
+    infeasible: Set[tuple[str, Any]] = frozenset(),
+) -> Any:
+    """Rows x tp columns, each cell annotated; a fraction-of-HBM map is centred on 1.0 (full).
+
+    Cells in ``infeasible`` (configurations that do not fit in memory) are hatched and their
+    value struck with an "x"; the legend says "does not fit". Returns the Figure.
+    """
     matrix = [[values.get((r, c), float("nan")) for c in cols] for r in rows]
-    figure = _figure(max(5.0, 1.2 * len(cols) + 3), 1.4 + 0.5 * len(rows))
+    figure = _figure(max(5.0, 1.2 * len(cols) + 3), 1.6 + 0.5 * len(rows))
     axis = figure.subplots()
     norm = None
     known = [v for v in values.values() if v == v]
-    if "fraction" in cbar_label and known and min(known) < 1.0 < max(known):
+    if "HBM" in cbar_label and known and min(known) < 1.0 < max(known):
         from matplotlib.colors import TwoSlopeNorm
 
         norm = TwoSlopeNorm(vmin=min(known), vcenter=1.0, vmax=max(known))  # 1.0 = HBM full
     image = axis.imshow(matrix, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
-    axis.set_xticks(range(len(cols)))
-    axis.set_xticklabels([str(c) for c in cols])
-    axis.set_xlabel("tensor parallelism (tp)")
-    axis.set_yticks(range(len(rows)))
-    axis.set_yticklabels(rows)
-    axis.set_ylabel("topology and other axes")
+    axis.set_xticks(range(len(cols)), [str(c) for c in cols])
+    axis.set_xlabel("tensor-parallel size (accelerators per group)")
+    axis.set_yticks(range(len(rows)), rows)
+    axis.set_ylabel("configuration")
     for i, row in enumerate(matrix):
         for j, value in enumerate(row):
             if value == value:  # not NaN
-                axis.text(j, i, format(value, fmt), ha="center", va="center", fontsize=7)
+                box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8}
+                axis.text(j, i, format(value, fmt), ha="center", va="center", fontsize=7, bbox=box)
+    _hatch(axis, [(cols.index(c), rows.index(r)) for r, c in infeasible if r in rows and c in cols])
     figure.colorbar(image, ax=axis, label=cbar_label)
     figure.suptitle(title)
     figure.savefig(path)
+    return figure
+
+
+def _hatch(axis: Any, cells: list[tuple[int, int]]) -> None:
+    """Hatch the cells (column, row) and add a "does not fit" legend entry."""
+    from matplotlib.patches import Rectangle
+
+    if not cells:
+        return
+    for j, i in cells:
+        axis.add_patch(
+            Rectangle(
+                (j - 0.5, i - 0.5),
+                1,
+                1,
+                fill=False,
+                hatch="xx",
+                edgecolor="#444444",
+                linewidth=0,
+                alpha=0.6,
+            )
+        )
+    key = Rectangle((0, 0), 1, 1, fill=False, hatch="xx", edgecolor="#444444", label="does not fit")
+    axis.legend(
+        handles=[key], loc="upper left", bbox_to_anchor=(0.0, -0.25), fontsize=7, frameon=False
+    )

@@ -21,41 +21,22 @@ Plots use matplotlib's Agg canvas directly (no pyplot, no global backend switch)
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaleup.cli.sweep_pages import Table, html_page, markdown_page
-from scaleup.cli.sweep_plots import category_map, heatmap, line_plot
+from scaleup import __version__
+from scaleup.cli.plot_axes import human_label
+from scaleup.cli.sweep_pages import Table, about_lines, html_page, markdown_page, slug
+from scaleup.cli.sweep_plan import plan_section
+from scaleup.cli.sweep_plots import category_map, line_plot
 from scaleup.errors import UsageError
-from scaleup.sweep import read_rows
+from scaleup.sweep import read_provenance, read_rows
 from scaleup.units import format_bytes
 
 __all__ = ["ReportSummary", "build_report"]
-
-#: Plan-result columns tried, in order, for the two planner maps (the planner's own names first).
-PLAN_MEMORY_COLUMNS = (
-    "memory_fraction",
-    "memory.fraction_of_hbm",
-    "memory_per_device_bytes",
-    "memory.total_bytes",
-)
-PLAN_STEP_COLUMNS = ("step_time_s", "step.time_s", "step.step_time_s", "time_s")
-#: Axes of a plan point that are not shown as heatmap columns/rows labels.
-_PLAN_SKIP = {
-    "kind",
-    "point",
-    "point_id",
-    "status",
-    "error",
-    "error_type",
-    "elapsed_s",
-    "topology",
-    "model",
-}
 
 
 @dataclass(frozen=True)
@@ -74,29 +55,28 @@ class ReportSummary:
         return asdict(self)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "x"
-
-
 def _series_label(row: dict[str, Any], multi_ranks: bool, multi_dtype: bool) -> str:
-    label = str(row.get("topology"))
+    label = human_label(row.get("topology"), "topology?")
     if multi_ranks:
-        label += f" n={row.get('nranks')}"
+        label += f" n={human_label(row.get('nranks'))}"
     if multi_dtype:
-        label += f" {row.get('dtype')}"
+        label += f" {human_label(row.get('dtype'))}"
     return label
 
 
 def _algo_label(row: dict[str, Any]) -> str:
     """The algorithm/protocol that ran (the tuner's choice for a "tuned" point)."""
-    return f"{row.get('algo')}/{row.get('proto')}"
+    algo, proto = row.get("algo"), row.get("proto")
+    return human_label(algo) + (f"/{proto}" if proto else "")
 
 
 def _requested_label(row: dict[str, Any]) -> str:
-    """The algorithm/protocol the spec asked for ("tuned/tuned" when the tuner chose)."""
+    """The algorithm/protocol the spec asked for, in words where the tuner chose."""
     algo = row.get("requested_algo") or row.get("algo")
     proto = row.get("requested_proto") or row.get("proto")
-    return "tuned" if algo == proto == "tuned" else f"{algo}/{proto}"
+    if algo in (None, "tuned"):
+        return "tuner's choice" if proto in (None, "tuned") else f"tuner's algorithm, {proto}"
+    return f"{algo} (best protocol)" if proto in (None, "tuned") else f"{algo}/{proto}"
 
 
 #: Rows of one series by message size (bytes -> row).
@@ -153,17 +133,17 @@ def _collective_plots(
 ) -> list[str]:
     """Write one collective's PNGs (best busbw, per algorithm where swept, fastest map)."""
     images: list[str] = []
-    name = f"busbw_{_slug(collective)}.png"
+    name = f"busbw_{slug(collective)}.png"
     title = f"{collective}: bus bandwidth and time by message size (best algorithm)"
     line_plot(out / name, title, best)
     images.append(name)
     for label, algos in per_algo.items():
         if len(algos) > 1:
-            name = f"algos_{_slug(collective)}_{_slug(label)}.png"
+            name = f"algos_{slug(collective)}_{slug(label)}.png"
             line_plot(out / name, f"{collective} on {label}: by algorithm/protocol", dict(algos))
             images.append(name)
     grid = {label: {s: _algo_label(r) for s, r in by.items()} for label, by in best.items()}
-    name = f"best_algo_{_slug(collective)}.png"
+    name = f"best_algo_{slug(collective)}.png"
     category_map(out / name, f"{collective}: fastest algorithm/protocol by message size", grid)
     images.append(name)
     return images
@@ -193,97 +173,6 @@ def _fastest_row(collective: str, label: str, by: _BySize) -> list[str]:
             changes.append(f"{algo} from {format_bytes(size)}")
             previous = algo
     return [collective, label, "; ".join(changes)]
-
-
-def _first_column(rows: list[dict[str, Any]], candidates: Sequence[str], needle: str) -> str | None:
-    keys = [k for k in rows[0] if any(isinstance(r.get(k), (int, float)) for r in rows)]
-    for name in candidates:
-        if name in keys:
-            return name
-    return next((k for k in keys if needle in k and not k.startswith("requested_")), None)
-
-
-def _plan_section(rows: list[dict[str, Any]], out: Path) -> tuple[list[str], list[Table]]:
-    images: list[str] = []
-    memory = _first_column(rows, PLAN_MEMORY_COLUMNS, "memory")
-    step = _first_column(rows, PLAN_STEP_COLUMNS, "time_s")
-    point_axes = sorted({k for r in rows for k in _point_keys(r)} - _PLAN_SKIP - {"tp"})
-    varying = [a for a in point_axes if len({str(r.get(a)) for r in rows}) > 1]
-    table_rows: list[list[str]] = []
-    for model in sorted({str(r.get("model")) for r in rows}):
-        subset = [r for r in rows if str(r.get("model")) == model]
-        labels = {
-            id(r): " ".join([str(r.get("topology"))] + [f"{a}={r.get(a)}" for a in varying])
-            for r in subset
-        }
-        row_names = list(dict.fromkeys(labels[id(r)] for r in subset))
-        cols = sorted({r.get("tp", 1) for r in subset}, key=lambda v: (str(type(v)), v))
-        for column, metric, fmt, cmap in (
-            (memory, "memory", ".2g", "RdYlGn_r"),
-            (step, "step", ".3g", "viridis"),
-        ):
-            if column is None:
-                continue
-            values = {
-                (labels[id(r)], r.get("tp", 1)): float(r[column])
-                for r in subset
-                if r.get(column) is not None
-            }
-            unit = _unit(column)
-            name = f"plan_{metric}_{_slug(model)}.png"
-            what = "memory per accelerator" if metric == "memory" else "training step time"
-            heatmap(
-                out / name,
-                f"{model}: {what} ({column})",
-                row_names,
-                cols,
-                values,
-                f"{column}{unit}",
-                fmt,
-                cmap,
-            )
-            images.append(name)
-        for r in subset:
-            table_rows.append(
-                [
-                    model,
-                    labels[id(r)],
-                    str(r.get("tp", "")),
-                    _fmt(r.get(memory)) if memory else "",
-                    _fmt(r.get(step)) if step else "",
-                ]
-            )
-    table = (
-        "Plans",
-        ["model", "configuration", "tp", memory or "memory", step or "step time"],
-        table_rows,
-    )
-    return images, [table]
-
-
-def _point_keys(row: dict[str, Any]) -> list[str]:
-    import json
-
-    try:
-        return list(json.loads(row.get("point") or "{}"))
-    except ValueError:
-        return []
-
-
-def _unit(column: str) -> str:
-    if column.endswith("_bytes"):
-        return " (bytes)"
-    if column.endswith("_s"):
-        return " (s)"
-    if "fraction" in column:
-        return " (of HBM)"
-    return ""
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
 
 
 def build_report(
@@ -378,7 +267,7 @@ def _write_report(
     plans = [r for r in ok if r.get("kind") == "plan"]
     if plans:
         say(f"plotting {len(plans)} plan points")
-        more_images, more_tables = _plan_section(plans, out)
+        more_images, more_tables = plan_section(plans, out)
         images += more_images
         tables += more_tables
     if errors:
@@ -395,9 +284,10 @@ def _write_report(
     title = title or f"Sweep report: {Path(results).name}"
     say("writing index.md and index.html")
     index_md = out / "index.md"
-    index_md.write_text(markdown_page(title, images, tables), encoding="utf-8")
+    about = about_lines(str(results), read_provenance(results), __version__)
+    index_md.write_text(markdown_page(title, images, tables, about), encoding="utf-8")
     index_html = out / "index.html"
-    index_html.write_text(html_page(title, out, images, tables), encoding="utf-8")
+    index_html.write_text(html_page(title, out, images, tables, about), encoding="utf-8")
     return ReportSummary(str(out), images, str(index_md), str(index_html), len(rows), len(errors))
 
 

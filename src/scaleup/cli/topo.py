@@ -117,7 +117,10 @@ def draw_cmd(
     topology: str = _TOPOLOGY_ARG,
     output: Path = _OUTPUT_OPT,
 ) -> None:
-    """Draw a topology to an image file (switches and accelerators drawn distinctly)."""
+    """Draw a topology to an image file: servers as clusters, switches above, link counts.
+
+    Beyond 2,500 links the drawing is summarised (uplinks bundled per server), as its title says.
+    """
     from scaleup.topology.draw import draw_topology  # noqa: PLC0415 - matplotlib only when drawing
 
     t = resolve_topology(topology)

@@ -333,8 +333,9 @@ def all_reduce(
     *,
     async_op: bool = False,
     algo: str | None = None,
+    output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().all_reduce(array, op, async_op=async_op, algo=algo)
+    return group().all_reduce(array, op, async_op=async_op, algo=algo, output=output)
 
 
 def reduce_scatter(
@@ -393,9 +394,14 @@ def all_to_all(
 
 
 def broadcast(
-    array: np.ndarray, src: int = 0, *, async_op: bool = False, algo: str | None = None
+    array: np.ndarray,
+    src: int = 0,
+    *,
+    async_op: bool = False,
+    algo: str | None = None,
+    output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().broadcast(array, src, async_op=async_op, algo=algo)
+    return group().broadcast(array, src, async_op=async_op, algo=algo, output=output)
 
 
 def reduce(
@@ -405,5 +411,6 @@ def reduce(
     *,
     async_op: bool = False,
     algo: str | None = None,
+    output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().reduce(array, dst, op, async_op=async_op, algo=algo)
+    return group().reduce(array, dst, op, async_op=async_op, algo=algo, output=output)

@@ -11,7 +11,10 @@ scratch buffers to symmetric memory and asks the transport to execute it.
   (as NVSHMEM requires symmetric addresses). The workspace is sized from the spec alone, so every
   rank grows it at the same call.
 - In place (input is output) runs with the two aliased when the schedule is safe that way
-  (:func:`~scaleup.runtime.schedules.in_place_safe`), else through the workspace.
+  (:func:`~scaleup.runtime.schedules.in_place_safe`), else through the workspace. An output
+  that overlaps the input otherwise (NCCL's in-place all_gather and reduce_scatter, where one is
+  this rank's block of the other) has offsets that differ by rank, which symmetric addressing
+  cannot bind: both are staged through the workspace.
 - ``async_op=True`` queues the collective on one worker thread per group and returns a
   :class:`Work`. Collectives run in issue order: a blocking collective (or barrier) first waits
   for queued ones, then runs on the caller's thread (so the blocking path has no thread handoff).
@@ -64,6 +67,15 @@ def _average(op: ReduceOp | str, out: np.ndarray, n: int) -> Callable[[], None] 
     if not np.issubdtype(out.dtype, np.floating) and out.dtype.kind != "V":
         raise UsageError(f"avg needs a floating dtype, got {out.dtype}", source="op")
     return lambda: np.divide(out, n, out=out, casting="unsafe")
+
+
+def _output_of(array: np.ndarray, output: np.ndarray | None, what: str) -> np.ndarray:
+    """``output`` when given (out of place: it must be shaped like ``array``), else ``array``."""
+    if output is None:
+        return array
+    if not isinstance(output, np.ndarray) or _size(output) != _size(array):
+        raise UsageError(f"{what}: output must be an array the size of the input", source=what)
+    return output
 
 
 class Work:
@@ -190,12 +202,13 @@ class ProcessGroup:
         *,
         async_op: bool = False,
         algo: str | None = None,
+        output: np.ndarray | None = None,
     ) -> Work | None:
-        """In place: afterwards ``array`` holds the reduction over ranks on every rank."""
+        """In place: afterwards ``array`` holds the reduction over ranks on every rank; or into
+        ``output`` (NCCL's sendbuff/recvbuff form, nccl-tests' out-of-place group)."""
+        out = _output_of(array, output, "all_reduce")
         spec = CollectiveSpec("all_reduce", self.world_size, _size(array), redop=_redop(op))
-        return self._submit(
-            spec, array, array, algo, async_op, _average(op, array, self.world_size)
-        )
+        return self._submit(spec, array, out, algo, async_op, _average(op, out, self.world_size))
 
     def reduce_scatter(
         self,
@@ -247,13 +260,21 @@ class ProcessGroup:
         return self._submit(spec, input, output, algo, async_op)
 
     def broadcast(
-        self, array: np.ndarray, src: int = 0, *, async_op: bool = False, algo: str | None = None
+        self,
+        array: np.ndarray,
+        src: int = 0,
+        *,
+        async_op: bool = False,
+        algo: str | None = None,
+        output: np.ndarray | None = None,
     ) -> Work | None:
-        """In place: every rank's ``array`` becomes rank ``src``'s."""
+        """In place: every rank's ``array`` becomes rank ``src``'s (or every rank's ``output``,
+        out of place)."""
+        out = _output_of(array, output, "broadcast")
         spec = CollectiveSpec(
             "broadcast", self.world_size, _size(array), root=_root(src, self.world_size)
         )
-        return self._submit(spec, array, array, algo, async_op)
+        return self._submit(spec, array, out, algo, async_op)
 
     def reduce(
         self,
@@ -263,8 +284,11 @@ class ProcessGroup:
         *,
         async_op: bool = False,
         algo: str | None = None,
+        output: np.ndarray | None = None,
     ) -> Work | None:
-        """In place at ``dst``: the reduction over ranks; other ranks' arrays are left as is."""
+        """In place at ``dst``: the reduction over ranks; other ranks' arrays are left as is
+        (with ``output``: into ``dst``'s ``output``, out of place)."""
+        out = _output_of(array, output, "reduce")
         spec = CollectiveSpec(
             "reduce",
             self.world_size,
@@ -272,8 +296,8 @@ class ProcessGroup:
             root=_root(dst, self.world_size),
             redop=_redop(op),
         )
-        after = _average(op, array, self.world_size) if self.rank == spec.root else None
-        return self._submit(spec, array, array, algo, async_op, after)
+        after = _average(op, out, self.world_size) if self.rank == spec.root else None
+        return self._submit(spec, array, out, algo, async_op, after)
 
     # ---- machinery -----------------------------------------------------------------------------
     def _submit(
@@ -323,11 +347,17 @@ class ProcessGroup:
         in_place = inp is out
         inp_loc = self.heap.locate(inp)
         out_loc = inp_loc if in_place else self.heap.locate(out)
+        if not in_place and _overlap(inp_loc, in_bytes, out_loc, out_bytes):
+            inp_loc = out_loc = None  # one is a block of the other: rank-dependent offsets
         copy_in = inp_loc is None
         bindings: dict[Buffer, Binding] = {Buffer.INPUT: inp_loc or (ws, ws_in)}
         if in_place and safe:
             bindings[Buffer.OUTPUT] = bindings[Buffer.INPUT]
-        elif out_loc is not None and not in_place:
+        elif (
+            out_loc is not None
+            and not in_place
+            and not _overlap(inp_loc, in_bytes, out_loc, out_bytes)
+        ):
             bindings[Buffer.OUTPUT] = out_loc
         else:
             bindings[Buffer.OUTPUT] = (ws, ws_out)
@@ -412,6 +442,13 @@ def _gathered_list(
             np.copyto(o, part)
 
     return flat.reshape(-1), scatter
+
+
+def _overlap(a: Binding | None, a_bytes: int, b: Binding | None, b_bytes: int) -> bool:
+    """Whether two bound byte ranges share memory (same allocation, intersecting offsets)."""
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    return a[1] < b[1] + b_bytes and b[1] < a[1] + a_bytes
 
 
 def _size(array: np.ndarray) -> int:

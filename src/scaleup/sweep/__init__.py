@@ -31,7 +31,7 @@ from scaleup.sweep.kinds import (
 from scaleup.sweep.points import LEAD_COLUMNS, point_id
 from scaleup.sweep.run import SweepProgress, SweepStopped, SweepSummary, run_sweep
 from scaleup.sweep.spec import SweepSpec, load_spec, load_spec_text
-from scaleup.sweep.store import ResultStore, read_results, read_rows
+from scaleup.sweep.store import ResultStore, read_provenance, read_results, read_rows
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -51,6 +51,7 @@ __all__ = [
     "load_spec",
     "load_spec_text",
     "point_id",
+    "read_provenance",
     "read_results",
     "read_rows",
     "register_kind",

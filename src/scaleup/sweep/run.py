@@ -221,6 +221,7 @@ def run_sweep(
     max_points: int | None = None,
     progress: Callable[[SweepProgress], None] | None = None,
     kinds: Mapping[str, KindFunction] | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> SweepSummary:
     """Evaluate every point of a sweep and write the rows to ``output`` as they finish.
 
@@ -236,7 +237,8 @@ def run_sweep(
     resumable). ``progress`` is called with a :class:`SweepProgress` at the start and as rows
     finish; it may raise ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
     ``kinds``: kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
-    functions the points use are sent with every task.
+    functions the points use are sent with every task. ``provenance`` (spec path, version, date)
+    is recorded with a Parquet dataset for the report.
 
     Raises :class:`UsageError` if ``output`` exists (without ``resume``/``overwrite``) or holds
     something a sweep did not write, for a point of an unknown kind, or for conflicting options;
@@ -246,7 +248,7 @@ def run_sweep(
     unique, ids = _unique(points)
     used = resolve_kinds((p.get("kind") for p in unique), kinds)
     store = ResultStore(output)
-    store.prepare(resume=resume, overwrite=overwrite)
+    store.prepare(resume=resume, overwrite=overwrite, provenance=provenance)
     finished = store.finished(include_errors=not retry_errors) if resume else set()
     todo = [p for p, i in zip(unique, ids, strict=True) if i not in finished]
     resumed = len(unique) - len(todo)

@@ -28,7 +28,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,14 @@ from scaleup.errors import UsageError
 from scaleup.sweep.points import LEAD_COLUMNS
 from scaleup.sweep.tables import dedupe_last, table_from_rows, unify_tables
 
-__all__ = ["MARKER", "ResultStore", "read_results", "read_rows", "table_from_rows"]
+__all__ = [
+    "MARKER",
+    "ResultStore",
+    "read_provenance",
+    "read_results",
+    "read_rows",
+    "table_from_rows",
+]
 
 _PART = "part-{:06d}.parquet"
 _PART_RE = re.compile(r"part-(\d{6,})\.parquet")
@@ -105,6 +112,19 @@ def read_results(path: str | Path) -> pa.Table:
         raise UsageError(f"not a results file: {_first_line(error)}", source=str(path)) from None
 
 
+def read_provenance(path: str | Path) -> dict[str, str]:
+    """What a dataset's marker says produced it (``spec``, ``scaleup_version``, ``started_utc``).
+
+    Empty for a CSV, a dataset written before provenance was kept, or an unreadable marker.
+    """
+    try:
+        marker = json.loads((Path(path) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = marker.get("provenance") if isinstance(marker, dict) else None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """:func:`read_results` as a list of dicts."""
     return read_results(path).to_pylist()
@@ -155,12 +175,19 @@ class ResultStore:
         """Whether a sweep's results are there."""
         return self._survey()[0] == "ours"
 
-    def prepare(self, *, resume: bool = False, overwrite: bool = False) -> None:
+    def prepare(
+        self,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        provenance: Mapping[str, str] | None = None,
+    ) -> None:
         """Make ``path`` ready for a sweep, before any point runs.
 
         A new path or an empty directory (or empty file) is taken; a sweep's own output is
         continued (``resume``) or cleared (``overwrite``: only the files a store writes); anything
-        else is refused.
+        else is refused. ``provenance`` (what produced the results: spec path, version, date) is
+        kept in a dataset's marker file, for :func:`read_provenance`.
 
         Raises
         ------
@@ -194,6 +221,7 @@ class ResultStore:
             else:
                 self.path.mkdir(parents=True, exist_ok=True)
                 marker = {"written_by": "scaleup sweep", "format": "parquet dataset", "version": 1}
+                marker.update({"provenance": dict(provenance or {})})
                 _write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
         except OSError as error:
             raise UsageError(

@@ -6,7 +6,9 @@ The rules follow NCCL 2.30.7 (NVIDIA/nccl @5067397c, ``makefiles/version.mk``):
   kernel list of ``src/device/generate.py``): the switch reduces ``sum`` for float32 and
   float64; ``sum``, ``min`` and ``max`` for float16, bfloat16, int32, uint32, int64 and uint64;
   never ``prod``, never 8-bit types (int8, uint8, fp8). ``src/enqueue.cc`` lets all_gather use
-  NVLS whatever the type (it does not reduce).
+  NVLS whatever the type (it does not reduce). ``avg`` never: ``hostToDevRedOp`` turns it into
+  ``ncclDevPreMulSum`` (floats) or ``ncclDevSumPostDiv`` (integers), neither of which
+  ``ncclNvlsSupported`` accepts.
 - ``src/device/generate.py``: NVLS kernels exist for all_reduce, all_gather and reduce_scatter;
   NVLS_TREE for all_reduce only; broadcast and reduce are ring-only.
 - ``src/graph/tuning.cc`` (``ncclTopoTuneModel``): NVLS and NVLS_TREE need at least two channels

@@ -33,12 +33,23 @@ from scaleup.topology.model import Topology
 from scaleup.tune.rules import Candidate, check_family
 from scaleup.units import GIB
 
-__all__ = ["MAX_SIZES", "QUICKSTART_SIZES", "REDUCING", "ROOTED", "BenchRequest", "nccl_sizes"]
+__all__ = [
+    "BENCH_REDOPS",
+    "MAX_SIZES",
+    "QUICKSTART_SIZES",
+    "REDUCING",
+    "ROOTED",
+    "BenchRequest",
+    "nccl_sizes",
+]
 
 #: Collectives with a root (nccl-tests prints -1 in the root column for the others).
 ROOTED = frozenset({"broadcast", "reduce"})
 #: Collectives that reduce (nccl-tests prints "none" in the redop column for the others).
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+#: nccl-tests' reductions (``-o``): the spec's plus ``avg``, which NCCL runs as a sum with a
+#: local scale (``ncclDevPreMulSum`` on floats, ``ncclDevSumPostDiv`` on integers).
+BENCH_REDOPS = (*REDOPS, "avg")
 #: Safety cap on the number of sizes of one sweep.
 MAX_SIZES = 4096
 
@@ -97,7 +108,9 @@ class BenchRequest:
         blocks); default 8 B .. 8 GiB, x2.
     dtype, redop, root
         nccl-tests' ``-d``, ``-o``, ``-r``. ``redop`` only applies to reducing collectives and
-        ``root`` to broadcast and reduce (see :attr:`spec_redop`, :attr:`spec_root`).
+        ``root`` to broadcast and reduce (see :attr:`spec_redop`, :attr:`spec_root`); ``redop``
+        may be ``avg`` (:data:`BENCH_REDOPS`): timed as a sum, and NVLS is not offered for it,
+        as NCCL's switch kernels take no pre-multiplied sum (:attr:`nccl_redop`).
     ranks
         Use the first ``ranks`` accelerators (default all); the process count of a runtime run.
     algorithm, protocol, channels
@@ -137,7 +150,7 @@ class BenchRequest:
             )
         object.__setattr__(self, "sizes_bytes", tuple(int(s) for s in sizes))
         itemsize(self.dtype)  # raises for an unknown dtype name
-        _known(self.redop, REDOPS, "redop", "redop")
+        _known(self.redop, BENCH_REDOPS, "redop", "redop")
         if not _is_int(self.root) or self.root < 0:
             raise UsageError(f"root must be an integer >= 0, got {self.root!r}", source="root")
         if self.ranks is not None and (not _is_int(self.ranks) or self.ranks < 1):
@@ -231,7 +244,14 @@ class BenchRequest:
 
     @property
     def spec_redop(self) -> str:
-        """The reduction the collective's spec gets (``sum`` for those that do not reduce)."""
+        """The reduction the collective's spec gets (``sum`` for those that do not reduce, and
+        for ``avg``: a sum whose scale by 1/n is local and not timed)."""
+        return self.nccl_redop if self.nccl_redop != "avg" else "sum"
+
+    @property
+    def nccl_redop(self) -> str:
+        """The reduction as NCCL is asked for it (``avg`` kept: the enable rules and the runtime
+        need it); ``sum`` for collectives that do not reduce."""
         return self.redop if self.op in REDUCING else "sum"
 
     @property

@@ -130,7 +130,7 @@ class TuneSession:
             request.op,
             ranks=ranks,
             dtype=request.dtype,
-            redop=request.spec_redop,
+            redop=request.nccl_redop,  # avg: no NVLS (ncclNvlsSupported takes no PreMulSum)
             algo=request.algorithm,
             proto=request.protocol,
             channels=request.channels,
