@@ -1,10 +1,11 @@
 """Design-space sweeps: a spec file's points evaluated on dask.distributed, resumably.
 
-One module per job; imports point one way, from the first of this list to the last (``points``,
-``kinds`` and ``tables`` import no other sweep module, ``run`` imports ``evaluate``, ``kinds``,
-``points`` and ``store``):
+One module per job; imports point one way, from the first of this list to the last (``points``
+and ``tables`` import no other sweep module, ``schema`` only ``points``, ``kinds`` only
+``schema``; ``run`` imports ``evaluate``, ``kinds``, ``points``, ``schema`` and ``store``):
 
 - :mod:`~scaleup.sweep.points`: what a point is (a JSON-able dict), its canonical JSON and id;
+- :mod:`~scaleup.sweep.schema`: the one Arrow schema of a sweep's rows, fixed before it runs;
 - :mod:`~scaleup.sweep.kinds`: the registry of point kinds (a spec names a kind, never code);
 - :mod:`~scaleup.sweep.spec`: the TOML spec, parsed and validated;
 - :mod:`~scaleup.sweep.expand`: a spec into its points;

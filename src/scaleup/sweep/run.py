@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
 from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
-from scaleup.sweep.kinds import KindFunction, resolve_kinds
+from scaleup.sweep.kinds import KindFunction, declared_columns, resolve_kinds
 from scaleup.sweep.points import point_id
+from scaleup.sweep.schema import sweep_schema
 from scaleup.sweep.store import ResultStore
 from scaleup.tune import TuneSession
 
@@ -246,7 +247,8 @@ def run_sweep(
     unique, ids = _unique(points)
     used = resolve_kinds((p.get("kind") for p in unique), kinds)
     store = ResultStore(output)
-    store.prepare(resume=resume, overwrite=overwrite)
+    schema = sweep_schema(unique, {name: declared_columns(f) for name, f in used.items()})
+    store.prepare(resume=resume, overwrite=overwrite, schema=schema)
     finished = store.finished(include_errors=not retry_errors) if resume else set()
     todo = [p for p, i in zip(unique, ids, strict=True) if i not in finished]
     resumed = len(unique) - len(todo)
