@@ -1,7 +1,7 @@
 """Design-space sweeps: a spec file's points evaluated on dask.distributed, resumably.
 
 One module per job; imports point one way, from the first of this list to the last (``points``
-and ``tables`` import no other sweep module, ``schema`` only ``points``, ``kinds`` only
+imports no other sweep module, ``schema`` only ``points``, ``kinds`` and ``tables`` only
 ``schema``; ``run`` imports ``evaluate``, ``kinds``, ``points``, ``schema`` and ``store``):
 
 - :mod:`~scaleup.sweep.points`: what a point is (a JSON-able dict), its canonical JSON and id;
