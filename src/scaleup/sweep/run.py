@@ -43,6 +43,9 @@ __all__ = ["SweepProgress", "SweepStopped", "SweepSummary", "default_batch_size"
 
 #: Points per Dask task at most: enough to hide the ~ms of scheduling per task.
 MAX_BATCH = 100
+#: How long connecting to a ``scheduler=`` address may take (seconds) before the sweep gives up
+#: with one line; Dask's own default, 30 s, is long to wait for a typo.
+CONNECT_TIMEOUT_S = 3.0
 #: A serial sweep writes its finished rows at least this often (seconds; and every
 #: ``batch_size`` points). A Dask sweep writes whatever tasks have finished, as they finish.
 FLUSH_S = 0.5
@@ -186,10 +189,30 @@ class _Placement:
         if self.scheduler and self.client:
             raise UsageError("give a scheduler address or a client, not both", source="--scheduler")
 
+    @contextlib.contextmanager
+    def connected(self, timeout_s: float) -> Iterator[Client | None]:
+        """The client of ``scheduler``, connected now (so an address that does not answer is
+        one error before anything runs) and closed at the end; else ``client`` as is."""
+        if not self.scheduler:
+            yield self.client
+            return
+        from distributed import Client
+
+        client = _connect(Client, self.scheduler, timeout_s)
+        try:
+            yield client
+        finally:
+            client.close()
+
     def run(
-        self, todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], tally: _Tally
+        self,
+        todo: list[dict[str, Any]],
+        kinds: Mapping[str, KindFunction],
+        tally: _Tally,
+        client: Client | None,
     ) -> tuple[str, int, int]:
-        """Evaluate ``todo`` there; return the mode, worker count and batch size it used."""
+        """Evaluate ``todo`` there (on ``client``, if any); return the mode, worker count and
+        batch size it used."""
         if self.serial or not todo:
             size = self.batch_size or MAX_BATCH
             _run_serial(todo, kinds, size, tally)
@@ -198,8 +221,8 @@ class _Placement:
             todo,
             kinds,
             tally.finish,
-            scheduler=self.scheduler,
-            client=self.client,
+            mode=f"scheduler {self.scheduler}" if self.scheduler else "client",
+            client=client,
             n_workers=self.n_workers,
             processes=self.processes,
             batch_size=self.batch_size,
@@ -222,6 +245,7 @@ def run_sweep(
     max_points: int | None = None,
     progress: Callable[[SweepProgress], None] | None = None,
     kinds: Mapping[str, KindFunction] | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> SweepSummary:
     """Evaluate every point of a sweep and write the rows to ``output`` as they finish.
 
@@ -237,10 +261,12 @@ def run_sweep(
     resumable). ``progress`` is called with a :class:`SweepProgress` at the start and as rows
     finish; it may raise ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
     ``kinds``: kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
-    functions the points use are sent with every task.
+    functions the points use are sent with every task. ``connect_timeout_s``: how long to try
+    to reach ``scheduler`` (before any point runs).
 
     Raises :class:`UsageError` if ``output`` exists (without ``resume``/``overwrite``) or holds
-    something a sweep did not write, for a point of an unknown kind, or for conflicting options;
+    something a sweep did not write, for a point of an unknown kind, for conflicting options, or
+    when ``scheduler`` does not answer within ``connect_timeout_s``;
     :class:`SweepStopped` when interrupted (the points finished so far are saved).
     """
     where = _Placement(scheduler, client, serial, n_workers, processes, batch_size)
@@ -255,13 +281,14 @@ def run_sweep(
     if max_points is not None:
         todo = todo[: max(max_points, 0)]
     tally = _Tally(store, str(output), len(unique), resumed, progress)
-    try:
-        tally.report([])
-        mode, workers, size = where.run(todo, used, tally)
-    except KeyboardInterrupt as stop:
-        if isinstance(stop, SweepStopped):
-            raise
-        raise SweepStopped(tally.saved, tally.total, str(output)) from None
+    with where.connected(connect_timeout_s) as connected:
+        try:
+            tally.report([])
+            mode, workers, size = where.run(todo, used, tally, connected)
+        except KeyboardInterrupt as stop:
+            if isinstance(stop, SweepStopped):
+                raise
+            raise SweepStopped(tally.saved, tally.total, str(output)) from None
     return tally.summary(mode, workers, size)
 
 
@@ -292,7 +319,7 @@ def _run_dask(
     kinds: Mapping[str, KindFunction],
     finish: Callable[[list[dict[str, Any]]], None],
     *,
-    scheduler: str | None,
+    mode: str,
     client: Client | None,
     n_workers: int | None,
     processes: bool,
@@ -302,11 +329,7 @@ def _run_dask(
 
     own: list[Any] = []  # what this call started, closed in reverse on the way out
     try:
-        if client is None and scheduler:
-            client = _connect(Client, scheduler)
-            own.append(client)
-            mode = f"scheduler {scheduler}"
-        elif client is None:
+        if client is None:
             # A Ctrl-C or SIGTERM mid-start would leave a half-built cluster behind, which
             # distributed then tries to close at exit, with a traceback.
             with _deferred_interrupt():
@@ -322,8 +345,6 @@ def _run_dask(
                 client = Client(cluster, set_as_default=False)
                 own.append(client)
             mode = "local cluster"
-        else:
-            mode = "client"
         workers = max(
             1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
         )
@@ -349,8 +370,9 @@ def _run_dask(
             thing.close()
 
 
-def _connect(client_class: Any, address: str) -> Any:
-    """``Client(address)``, with an address that does not work as a one-line error.
+def _connect(client_class: Any, address: str, timeout_s: float) -> Any:
+    """``Client(address)``, giving up after ``timeout_s``; an address that does not work is a
+    one-line error.
 
     The address is checked first: a ``Client`` whose constructor fails on a malformed one is
     left half-built, and its finalizer prints a traceback at exit.
@@ -359,7 +381,7 @@ def _connect(client_class: Any, address: str) -> Any:
 
     try:
         resolve_address(address)
-        return client_class(address, set_as_default=False)
+        return client_class(address, timeout=timeout_s, set_as_default=False)
     except (OSError, ValueError, TypeError) as error:  # refused, timed out, not an address
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"cannot connect to the Dask scheduler: {why}", source=address) from None
