@@ -2,7 +2,8 @@
 
 One module per job; imports point one way, from the first of this list to the last (``points``
 imports no other sweep module, ``schema`` only ``points``, ``kinds`` and ``tables`` only
-``schema``; ``run`` imports ``evaluate``, ``kinds``, ``points``, ``schema`` and ``store``):
+``schema``; ``run`` imports ``evaluate``, ``kinds``, ``points``, ``progress``, ``schema`` and
+``store``):
 
 - :mod:`~scaleup.sweep.points`: what a point is (a JSON-able dict), its canonical JSON and id;
 - :mod:`~scaleup.sweep.schema`: the one Arrow schema of a sweep's rows, fixed before it runs;
@@ -12,6 +13,7 @@ imports no other sweep module, ``schema`` only ``points``, ``kinds`` and ``table
 - :mod:`~scaleup.sweep.evaluate`: one point into one flat row, failures as data;
 - :mod:`~scaleup.sweep.tables`: rows into Arrow tables, unified and deduplicated;
 - :mod:`~scaleup.sweep.store`: rows on disk as they finish (Parquet dataset or CSV);
+- :mod:`~scaleup.sweep.progress`: where a sweep stands, and its ETA by cost class;
 - :mod:`~scaleup.sweep.run`: :func:`run_sweep`, serial or on Dask.
 
 Reports (plots and index pages) are rendered by the command line, :mod:`scaleup.cli.sweep_report`.

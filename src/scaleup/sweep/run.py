@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from scaleup.errors import UsageError
 from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
 from scaleup.sweep.kinds import KindFunction, declared_columns, resolve_kinds
 from scaleup.sweep.points import point_id
+from scaleup.sweep.progress import SweepProgress, SweepSummary, Tally, cost_class
 from scaleup.sweep.schema import sweep_schema
 from scaleup.sweep.store import ResultStore
 from scaleup.tune import TuneSession
@@ -49,39 +50,6 @@ CONNECT_TIMEOUT_S = 3.0
 #: A serial sweep writes its finished rows at least this often (seconds; and every
 #: ``batch_size`` points). A Dask sweep writes whatever tasks have finished, as they finish.
 FLUSH_S = 0.5
-
-
-@dataclass(frozen=True)
-class SweepProgress:
-    """Where a sweep stands: ``done`` of ``total`` points (``resumed`` of them from an earlier
-    run), ``errors`` among those evaluated now, ``elapsed_s`` since this run started."""
-
-    done: int
-    total: int
-    resumed: int
-    errors: int
-    elapsed_s: float
-
-
-@dataclass(frozen=True)
-class SweepSummary:
-    """What a sweep did: points in the spec, found already done, evaluated now, failed now."""
-
-    output: str
-    total: int
-    resumed: int
-    evaluated: int
-    errors: int
-    pending: int
-    wall_s: float
-    mode: str
-    workers: int
-    batch_size: int
-    damaged: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The summary as a plain dict (the ``--json`` form)."""
-        return asdict(self)
 
 
 class SweepStopped(KeyboardInterrupt):
@@ -112,61 +80,6 @@ def _unique(points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
         except (TypeError, ValueError, AttributeError) as error:
             raise UsageError(f"point {i} is not plain data: {error}", source="points") from None
     return list(seen.values()), list(seen)
-
-
-class _Tally:
-    """A sweep's running counts: rows saved to the store first, then told to ``progress``."""
-
-    def __init__(
-        self,
-        store: ResultStore,
-        output: str,
-        total: int,
-        resumed: int,
-        progress: Callable[[SweepProgress], None] | None,
-    ) -> None:
-        self.store, self.output, self.progress = store, output, progress
-        self.total, self.resumed = total, resumed
-        self.done = self.saved = resumed
-        self.errors = 0
-        self.start = time.perf_counter()
-
-    def report(self, rows: list[dict[str, Any]]) -> None:
-        """Count ``rows`` as done and tell the progress callback where the sweep stands."""
-        self.done += len(rows)
-        self.errors += sum(r["status"] != "ok" for r in rows)
-        if self.progress is not None:
-            elapsed = time.perf_counter() - self.start
-            self.progress(SweepProgress(self.done, self.total, self.resumed, self.errors, elapsed))
-
-    def save(self, rows: list[dict[str, Any]]) -> None:
-        """Write ``rows`` to the store and count them as saved."""
-        self.store.append(rows)  # on disk before anyone hears of it: a Ctrl-C now loses nothing
-        self.saved += len(rows)
-
-    def finish(self, rows: list[dict[str, Any]]) -> None:
-        """Save ``rows``, then report them."""
-        self.save(rows)
-        self.report(rows)
-
-    def summary(self, mode: str, workers: int, batch_size: int) -> SweepSummary:
-        """Compact the store if every point is done, and say what the sweep did."""
-        evaluated = self.done - self.resumed
-        if self.resumed + evaluated == self.total:
-            self.store.compact()
-        return SweepSummary(
-            output=self.output,
-            total=self.total,
-            resumed=self.resumed,
-            evaluated=evaluated,
-            errors=self.errors,
-            pending=self.total - self.resumed - evaluated,
-            wall_s=time.perf_counter() - self.start,
-            mode=mode,
-            workers=workers,
-            batch_size=batch_size,
-            damaged=list(self.store.damaged),
-        )
 
 
 @dataclass(frozen=True)
@@ -208,7 +121,7 @@ class _Placement:
         self,
         todo: list[dict[str, Any]],
         kinds: Mapping[str, KindFunction],
-        tally: _Tally,
+        tally: Tally,
         client: Client | None,
     ) -> tuple[str, int, int]:
         """Evaluate ``todo`` there (on ``client``, if any); return the mode, worker count and
@@ -276,11 +189,13 @@ def run_sweep(
     schema = sweep_schema(unique, {name: declared_columns(f) for name, f in used.items()})
     store.prepare(resume=resume, overwrite=overwrite, schema=schema)
     finished = store.finished(include_errors=not retry_errors) if resume else set()
-    todo = [p for p, i in zip(unique, ids, strict=True) if i not in finished]
-    resumed = len(unique) - len(todo)
+    pending = [(p, i) for p, i in zip(unique, ids, strict=True) if i not in finished]
+    resumed = len(unique) - len(pending)
     if max_points is not None:
-        todo = todo[: max(max_points, 0)]
-    tally = _Tally(store, str(output), len(unique), resumed, progress)
+        pending = pending[: max(max_points, 0)]
+    todo = [p for p, _ in pending]
+    classes = {i: cost_class(p) for p, i in pending}
+    tally = Tally(store, str(output), len(unique), resumed, progress, classes)
     with where.connected(connect_timeout_s) as connected:
         try:
             tally.report([])
@@ -293,7 +208,7 @@ def run_sweep(
 
 
 def _run_serial(
-    todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: _Tally
+    todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: Tally
 ) -> None:
     """Evaluate ``todo`` here, saving rows every ``size`` points or :data:`FLUSH_S` seconds."""
     rows: list[dict[str, Any]] = []
