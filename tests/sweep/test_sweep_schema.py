@@ -132,9 +132,12 @@ def test_the_schema_is_fixed_before_any_point_runs(tmp_path: Path) -> None:
 
 def test_mixed_point_values_share_one_type() -> None:
     points = [{"kind": "k", "v": 1}, {"kind": "k", "v": 2.5}, {"kind": "k", "w": "a"}]
+    points += [{"kind": "k", "big": 1}, {"kind": "k", "big": 2**70}, {"kind": "k", "b": True}]
     schema = sweep_schema(points, {})
     assert schema.field("v").type == pa.float64()
     assert schema.field("w").type == pa.string()
+    assert schema.field("big").type == pa.string(), "past 64 bits: text"
+    assert schema.field("b").type == pa.bool_()
     assert widen(schema, pa.schema([("v", pa.string())])).field("v").type == pa.string()
 
 
