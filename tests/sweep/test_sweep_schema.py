@@ -54,7 +54,7 @@ _batches = st.lists(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(batches=_batches)
 def test_any_prefix_of_appends_is_a_dataset(tmp_path_factory: Any, batches: list[Any]) -> None:

@@ -7,8 +7,10 @@ the mean evaluation time (the rows' ``elapsed_s``) of the finished points of its
 class with none finished yet, the mean over every finished point. The remaining work is then
 turned into wall time by the rate the sweep has shown so far, ``elapsed_s / work done``, which
 takes in however many workers run in parallel and whatever overhead they pay
-(:func:`estimate_remaining_s`). Counting points alone (rich's default) says "five seconds" when
-five 10-second points follow a hundred cheap ones.
+(:func:`estimate_remaining_s`); ``elapsed_s`` counts from when points started running
+(:meth:`Tally.begin`), so the seconds a local cluster takes to start do not inflate it.
+Counting points alone (rich's default) says "five seconds" when five 10-second points follow a
+hundred cheap ones.
 """
 
 from __future__ import annotations
@@ -76,10 +78,14 @@ class Tally:
         self.total, self.resumed = total, resumed
         self.done = self.saved = resumed
         self.errors = 0
-        self.start = time.perf_counter()
+        self.start = self.began = time.perf_counter()
         self.classes = classes  # point id -> cost class, of the points to run
         self.left = collections.Counter(classes.values())
         self.cost: dict[str, tuple[int, float]] = {}
+
+    def begin(self) -> None:
+        """Points start running now (a cluster is up): the ETA's rate counts from here."""
+        self.began = time.perf_counter()
 
     def report(self, rows: list[dict[str, Any]]) -> None:
         """Count ``rows`` as done and tell the progress callback where the sweep stands."""
@@ -91,9 +97,10 @@ class Tally:
             count, seconds = self.cost.get(name, (0, 0.0))
             self.cost[name] = (count + 1, seconds + float(row.get("elapsed_s") or 0.0))
         if self.progress is not None:
-            elapsed = time.perf_counter() - self.start
+            now = time.perf_counter()
+            elapsed = now - self.start
             left = {name: n for name, n in self.left.items() if n > 0}
-            eta = estimate_remaining_s(elapsed, self.cost, left)
+            eta = estimate_remaining_s(now - self.began, self.cost, left)
             self.progress(
                 SweepProgress(self.done, self.total, self.resumed, self.errors, elapsed, eta)
             )

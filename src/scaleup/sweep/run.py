@@ -133,7 +133,7 @@ class _Placement:
         return _run_dask(
             todo,
             kinds,
-            tally.finish,
+            tally,
             mode=f"scheduler {self.scheduler}" if self.scheduler else "client",
             client=client,
             n_workers=self.n_workers,
@@ -211,6 +211,7 @@ def _run_serial(
     todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: Tally
 ) -> None:
     """Evaluate ``todo`` here, saving rows every ``size`` points or :data:`FLUSH_S` seconds."""
+    tally.begin()
     rows: list[dict[str, Any]] = []
     last, session = time.monotonic(), TuneSession()  # one tuning session per batch
     try:
@@ -232,7 +233,7 @@ def _chunks(items: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, A
 def _run_dask(
     todo: list[dict[str, Any]],
     kinds: Mapping[str, KindFunction],
-    finish: Callable[[list[dict[str, Any]]], None],
+    tally: Tally,
     *,
     mode: str,
     client: Client | None,
@@ -265,6 +266,7 @@ def _run_dask(
         )
         size = batch_size or default_batch_size(len(todo), workers)
         batches = _chunks(todo, size)
+        tally.begin()
         futures = client.map(evaluate_batch, batches, kinds=kinds, pure=False)
         batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
         try:
@@ -276,7 +278,7 @@ def _run_dask(
                         rows += future.result()
                     except Exception as error:  # noqa: BLE001 - a lost task fails its points, not the sweep
                         rows += [lost_row(p, error) for p in batch_of[future.key]]
-                finish(rows)
+                tally.finish(rows)
         finally:
             client.cancel(futures)
         return mode, workers, size

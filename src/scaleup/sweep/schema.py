@@ -124,8 +124,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         elif pa.types.is_string(f.type) and not pa.types.is_null(column.type):
             values = column.to_pylist()
             arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
-        else:
-            arrays.append(column.cast(f.type))
+        else:  # null to anything, int64 to float64 (past 2**53 rounded, as float64 does)
+            arrays.append(column.cast(f.type, safe=False))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -32,6 +32,8 @@ def table_from_rows(rows: Sequence[dict[str, Any]]) -> pa.Table:
             dtype = merge_types(dtype, value_type(value))
         if pa.types.is_string(dtype):
             values = [None if v is None else str(v) for v in values]
+        elif pa.types.is_floating(dtype):  # ints past 2**53 round, as float64 does
+            values = [None if v is None else float(v) for v in values]
         arrays.append(pa.array(values, dtype))
     return pa.Table.from_arrays(arrays, names=list(columns))
 
