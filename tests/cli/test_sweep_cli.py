@@ -270,3 +270,24 @@ def test_spec_name_is_text_not_markup(runner: CliRunner, tmp_path: Path) -> None
     result = runner.invoke(app, ["sweep", str(spec), "-o", str(tmp_path / "r.parquet"), "--serial"])
     assert result.exit_code == 0, result.output
     assert "[/x] [bold" in result.stderr
+
+
+def test_unreachable_scheduler_is_one_line_within_seconds(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``--scheduler tcp://127.0.0.1:1``: one line naming the address, exit 2, no progress bar
+    and no traceback, after the connect timeout (seconds), not Dask's 30 s."""
+    import time
+
+    from scaleup.sweep.run import CONNECT_TIMEOUT_S
+
+    pytest.importorskip("distributed")
+    spec = tmp_path / "s.toml"
+    spec.write_text(ONE_POINT)
+    start = time.monotonic()
+    argv = ["sweep", str(spec), "-o", str(tmp_path / "r.parquet")]
+    result = runner.invoke(app, [*argv, "--scheduler", "tcp://127.0.0.1:1"])
+    assert time.monotonic() - start < CONNECT_TIMEOUT_S + 10
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: tcp://127.0.0.1:1: cannot connect to the Dask")

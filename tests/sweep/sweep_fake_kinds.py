@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 from typing import Any
+
+#: Environment variable naming the file :func:`counted` appends each evaluated ``x`` to.
+COUNTER_ENV = "SCALEUP_TEST_COUNTER"
 
 
 def square(point: dict[str, Any]) -> dict[str, Any]:
@@ -65,9 +70,21 @@ def fake_plan(point: dict[str, Any]) -> dict[str, Any]:
 
 def slow_failing(point: dict[str, Any]) -> dict[str, Any]:
     """:func:`failing` after 20 ms: slow enough that a sweep is still running when interrupted."""
-    import time
-
     time.sleep(0.02)
+    return failing(point)
+
+
+def counted(point: dict[str, Any]) -> dict[str, Any]:
+    """:func:`failing` after 10 ms, first appending ``x`` to the file named by
+    :data:`COUNTER_ENV` (if set): a record of every evaluation, to catch a point computed twice."""
+    time.sleep(0.01)
+    path = os.environ.get(COUNTER_ENV)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{point['x']}\n".encode())  # one write: whole lines, even if killed
+        finally:
+            os.close(fd)
     return failing(point)
 
 
@@ -76,6 +93,7 @@ FAKES = {
     "square": square,
     "failing": failing,
     "slow_failing": slow_failing,
+    "counted": counted,
     "bench": fake_bench,
     "plan": fake_plan,
 }

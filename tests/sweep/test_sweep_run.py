@@ -253,3 +253,23 @@ def test_malformed_scheduler_address_is_a_usage_error(
         run_sweep(_grid(2), tmp_path / "r.parquet", scheduler=address, kinds=fake_kinds)
     again = run_sweep(_grid(2), tmp_path / "r.parquet", serial=True, kinds=fake_kinds)
     assert again.evaluated == 2, "an output with no rows yet is not 'already there'"
+
+
+def test_unreachable_scheduler_is_an_error_within_the_connect_timeout(
+    tmp_path: Path, fake_kinds: dict[str, KindFunction]
+) -> None:
+    """Issue: 30 s (Dask's connect timeout), then a traceback; now the sweep's own timeout."""
+    import time
+
+    pytest.importorskip("distributed")
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="cannot connect to the Dask scheduler") as caught:
+        run_sweep(
+            _grid(2),
+            tmp_path / "r.parquet",
+            scheduler="tcp://127.0.0.1:1",
+            connect_timeout_s=0.5,
+            kinds=fake_kinds,
+        )
+    assert time.monotonic() - start < 10
+    assert caught.value.source == "tcp://127.0.0.1:1"

@@ -25,7 +25,6 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
@@ -50,6 +49,20 @@ class _RateColumn(ProgressColumn):
         return Text(f"{rate:,.1f} pt/s" if rate else "- pt/s", style="cyan")
 
 
+class _EtaColumn(ProgressColumn):
+    """Time left as the sweep estimates it, by cost class (:mod:`scaleup.sweep.progress`), not
+    by counting points: a few dear points after many cheap ones are not "seconds" away."""
+
+    def render(self, task: Task) -> Text:
+        """``ETA h:mm:ss`` (``-:--:--`` before the first point of this run finished)."""
+        eta = task.fields.get("eta")
+        if eta is None:
+            return Text("ETA -:--:--", style="cyan")
+        minutes, seconds = divmod(round(eta), 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"ETA {hours}:{minutes:02d}:{seconds:02d}", style="cyan")
+
+
 class _SweepBar:
     """The progress bar on stderr, and how far the sweep got (for the interrupted message)."""
 
@@ -61,13 +74,12 @@ class _SweepBar:
             _RateColumn(),
             TextColumn("[red]{task.fields[errors]} errors"),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            _EtaColumn(),
             console=render.err_console,
             disable=quiet,
             transient=False,
         )
-        self.task = self.progress.add_task(escape(name), total=total, errors=0, rate=0.0)
+        self.task = self.progress.add_task(escape(name), total=total, errors=0, rate=0.0, eta=None)
         self.done, self.total, self.started = 0, total, False
 
     def update(self, p: SweepProgress) -> None:
@@ -83,6 +95,7 @@ class _SweepBar:
             total=p.total,
             errors=p.errors,
             rate=new / p.elapsed_s if p.elapsed_s > 0 and new else 0.0,
+            eta=p.eta_s,
         )
 
     def stop(self) -> None:

@@ -1,16 +1,19 @@
 """Design-space sweeps: a spec file's points evaluated on dask.distributed, resumably.
 
-One module per job; imports point one way, from the first of this list to the last (``points``,
-``kinds`` and ``tables`` import no other sweep module, ``run`` imports ``evaluate``, ``kinds``,
-``points`` and ``store``):
+One module per job; imports point one way, from the first of this list to the last (``points``
+imports no other sweep module, ``schema`` only ``points``, ``kinds`` and ``tables`` only
+``schema``; ``run`` imports ``evaluate``, ``kinds``, ``points``, ``progress``, ``schema`` and
+``store``):
 
 - :mod:`~scaleup.sweep.points`: what a point is (a JSON-able dict), its canonical JSON and id;
+- :mod:`~scaleup.sweep.schema`: the one Arrow schema of a sweep's rows, fixed before it runs;
 - :mod:`~scaleup.sweep.kinds`: the registry of point kinds (a spec names a kind, never code);
 - :mod:`~scaleup.sweep.spec`: the TOML spec, parsed and validated;
 - :mod:`~scaleup.sweep.expand`: a spec into its points;
 - :mod:`~scaleup.sweep.evaluate`: one point into one flat row, failures as data;
 - :mod:`~scaleup.sweep.tables`: rows into Arrow tables, unified and deduplicated;
 - :mod:`~scaleup.sweep.store`: rows on disk as they finish (Parquet dataset or CSV);
+- :mod:`~scaleup.sweep.progress`: where a sweep stands, and its ETA by cost class;
 - :mod:`~scaleup.sweep.run`: :func:`run_sweep`, serial or on Dask.
 
 Reports (plots and index pages) are rendered by the command line, :mod:`scaleup.cli.sweep_report`.

@@ -26,6 +26,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
+from scaleup.report import BenchRow
+from scaleup.sweep.schema import TYPES, dataclass_columns
 from scaleup.tune import BenchRequest, CollectiveTimer, TuneSession
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "KindFunction",
     "bench_point",
+    "declared_columns",
     "get_kind",
     "kind_names",
     "plan_point",
@@ -118,13 +121,38 @@ BUILTIN_KINDS: Mapping[str, KindFunction] = MappingProxyType(
 )
 #: Kinds registered in code (:func:`register_kind`); they take precedence over everything else.
 _REGISTERED: dict[str, KindFunction] = {}
+#: The result columns kind functions declare (``{name: type name}``), by function.
+_DECLARED: dict[KindFunction, Mapping[str, str]] = {
+    bench_point: MappingProxyType(dataclass_columns(BenchRow, rename={"topology": "topology_name"}))
+}
 
 
-def register_kind(name: str, function: KindFunction, *, replace: bool = False) -> None:
+def declared_columns(function: KindFunction) -> Mapping[str, str]:
+    """The result columns ``function`` declares, ``{name: type name}`` (types of
+    :data:`scaleup.sweep.schema.TYPES`): given to :func:`register_kind`, or a ``columns``
+    attribute of the function (an entry point's); empty when it declares none (its columns are
+    then typed by its first rows, see :mod:`scaleup.sweep.schema`)."""
+    found = _DECLARED.get(function)
+    if found is None:
+        found = getattr(function, "columns", None)
+    if not isinstance(found, Mapping) or any(t not in TYPES for t in found.values()):
+        return {}
+    return found
+
+
+def register_kind(
+    name: str,
+    function: KindFunction,
+    *,
+    replace: bool = False,
+    columns: Mapping[str, str] | None = None,
+) -> None:
     """Make ``function`` the point kind ``name`` in this process (and the workers it sends to).
 
     ``replace=True`` lets it stand in for an existing kind (a built-in, a plugin or an earlier
     registration), e.g. a cheap fake of ``"bench"`` in a test; :func:`unregister_kind` undoes it.
+    ``columns`` declares its result columns and their types (``{"y": "int64"}``, one of
+    :data:`scaleup.sweep.schema.TYPES`), so every part file of a sweep has them from the start.
 
     >>> register_kind("doctest-square", lambda point: {"y": point["x"] ** 2})
     >>> get_kind("doctest-square")({"x": 3})
@@ -139,6 +167,14 @@ def register_kind(name: str, function: KindFunction, *, replace: bool = False) -
         raise UsageError(
             f"kind {name!r} exists already; pass replace=True to stand in for it", source="kinds"
         )
+    if columns is not None:
+        bad = [t for t in columns.values() if t not in TYPES]
+        if bad:
+            raise UsageError(
+                f"kind {name!r}: column type {bad[0]!r} is not one of {', '.join(TYPES)}",
+                source="kinds",
+            )
+        _DECLARED[function] = MappingProxyType(dict(columns))
     _REGISTERED[name] = function
 
 

@@ -24,14 +24,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import UsageError
 from scaleup.sweep.evaluate import evaluate_batch, evaluate_point, lost_row
-from scaleup.sweep.kinds import KindFunction, resolve_kinds
+from scaleup.sweep.kinds import KindFunction, declared_columns, resolve_kinds
 from scaleup.sweep.points import point_id
+from scaleup.sweep.progress import SweepProgress, SweepSummary, Tally, cost_class
+from scaleup.sweep.schema import sweep_schema
 from scaleup.sweep.store import ResultStore
 from scaleup.tune import TuneSession
 
@@ -42,42 +44,12 @@ __all__ = ["SweepProgress", "SweepStopped", "SweepSummary", "default_batch_size"
 
 #: Points per Dask task at most: enough to hide the ~ms of scheduling per task.
 MAX_BATCH = 100
+#: How long connecting to a ``scheduler=`` address may take (seconds) before the sweep gives up
+#: with one line; Dask's own default, 30 s, is long to wait for a typo.
+CONNECT_TIMEOUT_S = 3.0
 #: A serial sweep writes its finished rows at least this often (seconds; and every
 #: ``batch_size`` points). A Dask sweep writes whatever tasks have finished, as they finish.
 FLUSH_S = 0.5
-
-
-@dataclass(frozen=True)
-class SweepProgress:
-    """Where a sweep stands: ``done`` of ``total`` points (``resumed`` of them from an earlier
-    run), ``errors`` among those evaluated now, ``elapsed_s`` since this run started."""
-
-    done: int
-    total: int
-    resumed: int
-    errors: int
-    elapsed_s: float
-
-
-@dataclass(frozen=True)
-class SweepSummary:
-    """What a sweep did: points in the spec, found already done, evaluated now, failed now."""
-
-    output: str
-    total: int
-    resumed: int
-    evaluated: int
-    errors: int
-    pending: int
-    wall_s: float
-    mode: str
-    workers: int
-    batch_size: int
-    damaged: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The summary as a plain dict (the ``--json`` form)."""
-        return asdict(self)
 
 
 class SweepStopped(KeyboardInterrupt):
@@ -110,61 +82,6 @@ def _unique(points: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
     return list(seen.values()), list(seen)
 
 
-class _Tally:
-    """A sweep's running counts: rows saved to the store first, then told to ``progress``."""
-
-    def __init__(
-        self,
-        store: ResultStore,
-        output: str,
-        total: int,
-        resumed: int,
-        progress: Callable[[SweepProgress], None] | None,
-    ) -> None:
-        self.store, self.output, self.progress = store, output, progress
-        self.total, self.resumed = total, resumed
-        self.done = self.saved = resumed
-        self.errors = 0
-        self.start = time.perf_counter()
-
-    def report(self, rows: list[dict[str, Any]]) -> None:
-        """Count ``rows`` as done and tell the progress callback where the sweep stands."""
-        self.done += len(rows)
-        self.errors += sum(r["status"] != "ok" for r in rows)
-        if self.progress is not None:
-            elapsed = time.perf_counter() - self.start
-            self.progress(SweepProgress(self.done, self.total, self.resumed, self.errors, elapsed))
-
-    def save(self, rows: list[dict[str, Any]]) -> None:
-        """Write ``rows`` to the store and count them as saved."""
-        self.store.append(rows)  # on disk before anyone hears of it: a Ctrl-C now loses nothing
-        self.saved += len(rows)
-
-    def finish(self, rows: list[dict[str, Any]]) -> None:
-        """Save ``rows``, then report them."""
-        self.save(rows)
-        self.report(rows)
-
-    def summary(self, mode: str, workers: int, batch_size: int) -> SweepSummary:
-        """Compact the store if every point is done, and say what the sweep did."""
-        evaluated = self.done - self.resumed
-        if self.resumed + evaluated == self.total:
-            self.store.compact()
-        return SweepSummary(
-            output=self.output,
-            total=self.total,
-            resumed=self.resumed,
-            evaluated=evaluated,
-            errors=self.errors,
-            pending=self.total - self.resumed - evaluated,
-            wall_s=time.perf_counter() - self.start,
-            mode=mode,
-            workers=workers,
-            batch_size=batch_size,
-            damaged=list(self.store.damaged),
-        )
-
-
 @dataclass(frozen=True)
 class _Placement:
     """Where the points run: this process, a scheduler's cluster, a client's, or a local one."""
@@ -185,10 +102,30 @@ class _Placement:
         if self.scheduler and self.client:
             raise UsageError("give a scheduler address or a client, not both", source="--scheduler")
 
+    @contextlib.contextmanager
+    def connected(self, timeout_s: float) -> Iterator[Client | None]:
+        """The client of ``scheduler``, connected now (so an address that does not answer is
+        one error before anything runs) and closed at the end; else ``client`` as is."""
+        if not self.scheduler:
+            yield self.client
+            return
+        from distributed import Client
+
+        client = _connect(Client, self.scheduler, timeout_s)
+        try:
+            yield client
+        finally:
+            client.close()
+
     def run(
-        self, todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], tally: _Tally
+        self,
+        todo: list[dict[str, Any]],
+        kinds: Mapping[str, KindFunction],
+        tally: Tally,
+        client: Client | None,
     ) -> tuple[str, int, int]:
-        """Evaluate ``todo`` there; return the mode, worker count and batch size it used."""
+        """Evaluate ``todo`` there (on ``client``, if any); return the mode, worker count and
+        batch size it used."""
         if self.serial or not todo:
             size = self.batch_size or MAX_BATCH
             _run_serial(todo, kinds, size, tally)
@@ -196,9 +133,9 @@ class _Placement:
         return _run_dask(
             todo,
             kinds,
-            tally.finish,
-            scheduler=self.scheduler,
-            client=self.client,
+            tally,
+            mode=f"scheduler {self.scheduler}" if self.scheduler else "client",
+            client=client,
             n_workers=self.n_workers,
             processes=self.processes,
             batch_size=self.batch_size,
@@ -222,6 +159,7 @@ def run_sweep(
     progress: Callable[[SweepProgress], None] | None = None,
     kinds: Mapping[str, KindFunction] | None = None,
     provenance: Mapping[str, str] | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> SweepSummary:
     """Evaluate every point of a sweep and write the rows to ``output`` as they finish.
 
@@ -238,37 +176,44 @@ def run_sweep(
     finish; it may raise ``KeyboardInterrupt`` to stop the sweep, which keeps every finished row.
     ``kinds``: kind name -> function (default: the registry, :mod:`scaleup.sweep.kinds`); the
     functions the points use are sent with every task. ``provenance`` (spec path, version, date)
-    is recorded with a Parquet dataset for the report.
+    is recorded with a Parquet dataset for the report. ``connect_timeout_s``: how long to try
+    to reach ``scheduler`` (before any point runs).
 
     Raises :class:`UsageError` if ``output`` exists (without ``resume``/``overwrite``) or holds
-    something a sweep did not write, for a point of an unknown kind, or for conflicting options;
+    something a sweep did not write, for a point of an unknown kind, for conflicting options, or
+    when ``scheduler`` does not answer within ``connect_timeout_s``;
     :class:`SweepStopped` when interrupted (the points finished so far are saved).
     """
     where = _Placement(scheduler, client, serial, n_workers, processes, batch_size)
     unique, ids = _unique(points)
     used = resolve_kinds((p.get("kind") for p in unique), kinds)
     store = ResultStore(output)
-    store.prepare(resume=resume, overwrite=overwrite, provenance=provenance)
+    schema = sweep_schema(unique, {name: declared_columns(f) for name, f in used.items()})
+    store.prepare(resume=resume, overwrite=overwrite, schema=schema, provenance=provenance)
     finished = store.finished(include_errors=not retry_errors) if resume else set()
-    todo = [p for p, i in zip(unique, ids, strict=True) if i not in finished]
-    resumed = len(unique) - len(todo)
+    pending = [(p, i) for p, i in zip(unique, ids, strict=True) if i not in finished]
+    resumed = len(unique) - len(pending)
     if max_points is not None:
-        todo = todo[: max(max_points, 0)]
-    tally = _Tally(store, str(output), len(unique), resumed, progress)
-    try:
-        tally.report([])
-        mode, workers, size = where.run(todo, used, tally)
-    except KeyboardInterrupt as stop:
-        if isinstance(stop, SweepStopped):
-            raise
-        raise SweepStopped(tally.saved, tally.total, str(output)) from None
+        pending = pending[: max(max_points, 0)]
+    todo = [p for p, _ in pending]
+    classes = {i: cost_class(p) for p, i in pending}
+    tally = Tally(store, str(output), len(unique), resumed, progress, classes)
+    with where.connected(connect_timeout_s) as connected:
+        try:
+            tally.report([])
+            mode, workers, size = where.run(todo, used, tally, connected)
+        except KeyboardInterrupt as stop:
+            if isinstance(stop, SweepStopped):
+                raise
+            raise SweepStopped(tally.saved, tally.total, str(output)) from None
     return tally.summary(mode, workers, size)
 
 
 def _run_serial(
-    todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: _Tally
+    todo: list[dict[str, Any]], kinds: Mapping[str, KindFunction], size: int, tally: Tally
 ) -> None:
     """Evaluate ``todo`` here, saving rows every ``size`` points or :data:`FLUSH_S` seconds."""
+    tally.begin()
     rows: list[dict[str, Any]] = []
     last, session = time.monotonic(), TuneSession()  # one tuning session per batch
     try:
@@ -290,9 +235,9 @@ def _chunks(items: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, A
 def _run_dask(
     todo: list[dict[str, Any]],
     kinds: Mapping[str, KindFunction],
-    finish: Callable[[list[dict[str, Any]]], None],
+    tally: Tally,
     *,
-    scheduler: str | None,
+    mode: str,
     client: Client | None,
     n_workers: int | None,
     processes: bool,
@@ -302,11 +247,7 @@ def _run_dask(
 
     own: list[Any] = []  # what this call started, closed in reverse on the way out
     try:
-        if client is None and scheduler:
-            client = _connect(Client, scheduler)
-            own.append(client)
-            mode = f"scheduler {scheduler}"
-        elif client is None:
+        if client is None:
             # A Ctrl-C or SIGTERM mid-start would leave a half-built cluster behind, which
             # distributed then tries to close at exit, with a traceback.
             with _deferred_interrupt():
@@ -322,13 +263,12 @@ def _run_dask(
                 client = Client(cluster, set_as_default=False)
                 own.append(client)
             mode = "local cluster"
-        else:
-            mode = "client"
         workers = max(
             1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
         )
         size = batch_size or default_batch_size(len(todo), workers)
         batches = _chunks(todo, size)
+        tally.begin()
         futures = client.map(evaluate_batch, batches, kinds=kinds, pure=False)
         batch_of = {f.key: b for f, b in zip(futures, batches, strict=True)}
         try:
@@ -340,7 +280,7 @@ def _run_dask(
                         rows += future.result()
                     except Exception as error:  # noqa: BLE001 - a lost task fails its points, not the sweep
                         rows += [lost_row(p, error) for p in batch_of[future.key]]
-                finish(rows)
+                tally.finish(rows)
         finally:
             client.cancel(futures)
         return mode, workers, size
@@ -349,8 +289,9 @@ def _run_dask(
             thing.close()
 
 
-def _connect(client_class: Any, address: str) -> Any:
-    """``Client(address)``, with an address that does not work as a one-line error.
+def _connect(client_class: Any, address: str, timeout_s: float) -> Any:
+    """``Client(address)``, giving up after ``timeout_s``; an address that does not work is a
+    one-line error.
 
     The address is checked first: a ``Client`` whose constructor fails on a malformed one is
     left half-built, and its finalizer prints a traceback at exit.
@@ -359,7 +300,7 @@ def _connect(client_class: Any, address: str) -> Any:
 
     try:
         resolve_address(address)
-        return client_class(address, set_as_default=False)
+        return client_class(address, timeout=timeout_s, set_as_default=False)
     except (OSError, ValueError, TypeError) as error:  # refused, timed out, not an address
         why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"cannot connect to the Dask scheduler: {why}", source=address) from None

@@ -11,8 +11,12 @@ Two formats, chosen by the output's suffix:
   column appears).
 
 Rows are flat dicts; the same ``point_id`` written twice (a resumed retry) keeps the last row.
-Columns of different parts are unified on read: mixed ints and floats become floats, any other
-clash becomes strings.
+Every part of a dataset is written with one schema (:mod:`scaleup.sweep.schema`), fixed before
+the first point runs and kept in the marker file, so ``pyarrow.parquet.read_table(path)`` and
+``pyarrow.dataset.dataset(path)`` read any prefix of a sweep. A row that needs a column or a
+wider type than the schema has widens it, and the older parts are rewritten (each atomically,
+first part first) before the new one lands. ``resume`` brings the parts of an older scaleup (each
+with its own types) to one schema the same way; :func:`read_results` unifies them anyway.
 
 A store only ever removes what scaleup wrote. A dataset directory carries a marker file
 (:data:`MARKER`); ``overwrite`` removes the marker and the part files and nothing else, and a
@@ -38,6 +42,7 @@ import pyarrow.parquet as pq
 
 from scaleup.errors import UsageError
 from scaleup.sweep.points import LEAD_COLUMNS
+from scaleup.sweep.schema import conform, schema_from_json, schema_to_json, widen
 from scaleup.sweep.tables import dedupe_last, table_from_rows, unify_tables
 
 __all__ = [
@@ -144,6 +149,9 @@ class ResultStore:
         self.is_csv = self.path.suffix == ".csv"
         #: Part files found damaged and set aside by :meth:`finished` (their points are redone).
         self.damaged: list[str] = []
+        self._schema: pa.Schema | None = None
+        #: What produced the results (kept in the marker), None until :meth:`prepare`.
+        self._provenance: dict[str, str] | None = None
 
     def _survey(self) -> tuple[str, list[str]]:
         """What is at ``path``: ``("none" | "empty" | "ours" | "foreign", [reasons or others])``."""
@@ -180,14 +188,18 @@ class ResultStore:
         *,
         resume: bool = False,
         overwrite: bool = False,
+        schema: pa.Schema | None = None,
         provenance: Mapping[str, str] | None = None,
     ) -> None:
         """Make ``path`` ready for a sweep, before any point runs.
 
         A new path or an empty directory (or empty file) is taken; a sweep's own output is
         continued (``resume``) or cleared (``overwrite``: only the files a store writes); anything
-        else is refused. ``provenance`` (what produced the results: spec path, version, date) is
-        kept in a dataset's marker file, for :func:`read_provenance`.
+        else is refused. ``schema`` is the rows' (:func:`scaleup.sweep.schema.sweep_schema`):
+        every part is written with it; a resumed dataset's parts are brought to it (widened by
+        what they hold). A CSV has no schema. ``provenance`` (what produced the results: spec
+        path, version, date) is kept in a dataset's marker file, for :func:`read_provenance`; a
+        resumed dataset keeps the one it has when none is given.
 
         Raises
         ------
@@ -220,9 +232,12 @@ class ResultStore:
                 self.path.open("a", encoding="utf-8").close()
             else:
                 self.path.mkdir(parents=True, exist_ok=True)
-                marker = {"written_by": "scaleup sweep", "format": "parquet dataset", "version": 1}
-                marker.update({"provenance": dict(provenance or {})})
-                _write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
+                kept = read_provenance(self.path) if what == "ours" and resume else {}
+                self._provenance = dict(provenance or kept)
+                if what == "ours" and resume:
+                    self._reconcile(schema)
+                else:
+                    self._evolve(schema or pa.schema([]))
         except OSError as error:
             raise UsageError(
                 f"cannot write here: {error.strerror or error}", source=str(self)
@@ -311,11 +326,67 @@ class ResultStore:
                 f"cannot compact: {error.strerror or error}", source=str(self)
             ) from None
 
+    def schema(self) -> pa.Schema:
+        """The dataset's schema: the marker's, else (an older sweep's) its parts' unified."""
+        if self._schema is None:
+            self._schema = self._marker_schema()
+        if self._schema is None:
+            self._schema = pa.schema([])
+            for part in _parts(self.path) if self.path.is_dir() else []:
+                self._schema = widen(self._schema, _part_schema(part))
+        return self._schema
+
+    def _marker_schema(self) -> pa.Schema | None:
+        try:
+            data = json.loads((self.path / MARKER).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return schema_from_json(data.get("columns")) if isinstance(data, dict) else None
+
+    def _reconcile(self, schema: pa.Schema | None) -> None:
+        """Bring a resumed dataset to one schema: the marker's, its parts' and ``schema``."""
+        wide = self._marker_schema() or pa.schema([])
+        for part in _parts(self.path):
+            wide = widen(wide, _part_schema(part))
+        self._evolve(widen(wide, schema) if schema is not None else wide)
+
+    def _evolve(self, schema: pa.Schema) -> None:
+        """Make ``schema`` the dataset's: in the marker, then in every part (first part first,
+        each rewritten atomically), so a reader meets the widest types in the first part."""
+        self._schema = schema
+        marker = {
+            "written_by": "scaleup sweep",
+            "format": "parquet dataset",
+            "version": 2,
+            "columns": schema_to_json(schema),
+            "provenance": dict(
+                self._provenance if self._provenance is not None else read_provenance(self.path)
+            ),
+        }
+        _write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
+        for part in _parts(self.path):
+            if _part_schema(part).equals(schema, check_metadata=False):
+                continue
+            try:
+                table = pq.read_table(part)
+            except _UNREADABLE:
+                continue  # damaged: finished() sets it aside
+            self._write_part(conform(table, schema), part)
+
     def _append_parquet(self, table: pa.Table) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        schema = self.schema()
+        wide = widen(schema, table.schema)
+        if not wide.equals(schema):
+            self._evolve(wide)
         parts = _parts(self.path)
         final = self.path / _PART.format(_part_number(parts[-1]) + 1 if parts else 0)
-        tmp = self.path / f".tmp-{final.name}"
+        self._write_part(conform(table, wide), final)
+
+    @staticmethod
+    def _write_part(table: pa.Table, final: Path) -> None:
+        """Write ``table`` to ``final`` whole or not at all (a temporary name, then a rename)."""
+        tmp = final.with_name(f".tmp-{final.name}")
         pq.write_table(table, tmp)
         os.replace(tmp, final)
 
@@ -350,6 +421,15 @@ class ResultStore:
                 return next(csv.reader(lines), [])
         except (UnicodeDecodeError, csv.Error):
             return []
+
+
+def _part_schema(part: Path) -> pa.Schema:
+    """A part's schema; an empty one for a part that cannot be read (a damaged part is set aside
+    by :meth:`ResultStore.finished`, so its points are evaluated again)."""
+    try:
+        return pq.read_schema(part)
+    except _UNREADABLE:
+        return pa.schema([])
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -12,22 +12,29 @@ from typing import Any
 
 import pyarrow as pa
 
+from scaleup.sweep.schema import merge_types, value_type
+
 __all__ = ["dedupe_last", "table_from_rows", "unify_tables"]
 
 
 def table_from_rows(rows: Sequence[dict[str, Any]]) -> pa.Table:
-    """Rows with possibly different keys -> one table (missing values null; a column whose
-    values do not share a type is stored as strings)."""
+    """Rows with possibly different keys -> one table (missing values null; each column typed
+    as :mod:`scaleup.sweep.schema` merges its values' types: ints among floats are float64,
+    any other mix is strings)."""
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
     arrays = []
     for name in columns:
         values = [row.get(name) for row in rows]
-        try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
+        dtype = pa.null()
+        for value in values:
+            dtype = merge_types(dtype, value_type(value))
+        if pa.types.is_string(dtype):
+            values = [None if v is None else str(v) for v in values]
+        elif pa.types.is_floating(dtype):  # ints past 2**53 round, as float64 does
+            values = [None if v is None else float(v) for v in values]
+        arrays.append(pa.array(values, dtype))
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
