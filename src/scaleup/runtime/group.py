@@ -25,7 +25,6 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -33,85 +32,24 @@ import numpy as np
 from scaleup.collectives.schedule import Buffer
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import ScaleupError, UsageError
+from scaleup.runtime.call_args import (
+    ReduceOp,
+    average_after,
+    check_blocked,
+    dtype_of,
+    gathered_list,
+    output_of,
+    redop_name,
+    root_of,
+    size_of,
+)
 from scaleup.runtime.schedules import select_schedule
+from scaleup.runtime.staging import Layout, round_up, stage
 from scaleup.runtime.symmetric import SymmetricHeap
 from scaleup.runtime.transports.base import BaseTransport, Binding
+from scaleup.runtime.work import Work
 
 __all__ = ["ProcessGroup", "ReduceOp", "Work"]
-
-_ALIGN = 64
-
-
-class ReduceOp(StrEnum):
-    """Reductions, as torch.distributed names them (strings work too). ``AVG`` is a sum divided
-    by the world size afterwards, on floating dtypes (as NCCL's ``ncclAvg``)."""
-
-    SUM = "sum"
-    PROD = "prod"
-    MAX = "max"
-    MIN = "min"
-    AVG = "avg"
-
-
-def _redop(op: ReduceOp | str) -> str:
-    name = op.value if isinstance(op, ReduceOp) else str(op).lower()
-    if name not in ("sum", "prod", "max", "min", "avg"):
-        raise UsageError(f"unknown reduction {op!r}; use sum, prod, max, min or avg", source="op")
-    return "sum" if name == "avg" else name
-
-
-def _average(op: ReduceOp | str, out: np.ndarray, n: int) -> Callable[[], None] | None:
-    """For ``avg``: what divides the summed ``out`` by ``n`` once the collective is done."""
-    if (op.value if isinstance(op, ReduceOp) else str(op).lower()) != "avg":
-        return None
-    if not np.issubdtype(out.dtype, np.floating) and out.dtype.kind != "V":
-        raise UsageError(f"avg needs a floating dtype, got {out.dtype}", source="op")
-    return lambda: np.divide(out, n, out=out, casting="unsafe")
-
-
-def _output_of(array: np.ndarray, output: np.ndarray | None, what: str) -> np.ndarray:
-    """``output`` when given (out of place: it must be shaped like ``array``), else ``array``."""
-    if output is None:
-        return array
-    if not isinstance(output, np.ndarray) or _size(output) != _size(array):
-        raise UsageError(f"{what}: output must be an array the size of the input", source=what)
-    return output
-
-
-class Work:
-    """Handle of an asynchronous collective: :meth:`wait` blocks and re-raises its error."""
-
-    def __init__(self) -> None:
-        self._done = threading.Event()
-        self._error: BaseException | None = None
-
-    def _finish(self, error: BaseException | None) -> None:
-        self._error = error
-        self._done.set()
-
-    def _complete(self, body: Callable[[], None]) -> None:
-        """Run ``body``; finish with its error (handed to :meth:`wait`) or None."""
-        try:
-            body()
-        except BaseException as error:  # handed to Work.wait()
-            self._finish(error)
-        else:
-            self._finish(None)
-
-    def is_completed(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the collective finished (True), or ``timeout`` seconds passed (False)."""
-        if not self._done.wait(timeout):
-            return False
-        if self._error is not None:
-            raise self._error
-        return True
-
-
-def _round_up(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 class ProcessGroup:
@@ -133,7 +71,7 @@ class ProcessGroup:
     def alloc(self, shape: int | tuple[int, ...], dtype: Any = "float32") -> np.ndarray:
         """Collective: a zeroed symmetric array; see :mod:`scaleup.runtime.symmetric`."""
         self._drain()
-        return self.heap.alloc(shape, _dtype(dtype))
+        return self.heap.alloc(shape, dtype_of(dtype))
 
     def free(self, array: np.ndarray) -> None:
         self._drain()
@@ -206,9 +144,11 @@ class ProcessGroup:
     ) -> Work | None:
         """In place: afterwards ``array`` holds the reduction over ranks on every rank; or into
         ``output`` (NCCL's sendbuff/recvbuff form, nccl-tests' out-of-place group)."""
-        out = _output_of(array, output, "all_reduce")
-        spec = CollectiveSpec("all_reduce", self.world_size, _size(array), redop=_redop(op))
-        return self._submit(spec, array, out, algo, async_op, _average(op, out, self.world_size))
+        out = output_of(array, output, "all_reduce")
+        spec = CollectiveSpec("all_reduce", self.world_size, size_of(array), redop=redop_name(op))
+        return self._submit(
+            spec, array, out, algo, async_op, average_after(op, out, self.world_size)
+        )
 
     def reduce_scatter(
         self,
@@ -220,9 +160,11 @@ class ProcessGroup:
         algo: str | None = None,
     ) -> Work | None:
         """``output`` (size m) = block ``rank`` of the reduction of every rank's ``input`` (n*m)."""
-        _blocked(output, input, self.world_size, "reduce_scatter", big="input")
-        spec = CollectiveSpec("reduce_scatter", self.world_size, _size(input), redop=_redop(op))
-        after = _average(op, output, self.world_size)
+        check_blocked(output, input, self.world_size, "reduce_scatter", big="input")
+        spec = CollectiveSpec(
+            "reduce_scatter", self.world_size, size_of(input), redop=redop_name(op)
+        )
+        after = average_after(op, output, self.world_size)
         return self._submit(spec, input, output, algo, async_op, after)
 
     def all_gather(
@@ -237,9 +179,9 @@ class ProcessGroup:
         shaped like ``input`` (torch's ``all_gather(tensor_list, tensor)``), filled in order."""
         after = None
         if isinstance(output, (list, tuple)):
-            output, after = _gathered_list(output, input, self.world_size)
-        _blocked(input, output, self.world_size, "all_gather", big="output")
-        spec = CollectiveSpec("all_gather", self.world_size, _size(output))
+            output, after = gathered_list(output, input, self.world_size)
+        check_blocked(input, output, self.world_size, "all_gather", big="output")
+        spec = CollectiveSpec("all_gather", self.world_size, size_of(output))
         return self._submit(spec, input, output, algo, async_op, after)
 
     def all_to_all(
@@ -251,12 +193,12 @@ class ProcessGroup:
         algo: str | None = None,
     ) -> Work | None:
         """Block p of ``input`` goes to rank p; block p of ``output`` comes from rank p."""
-        if _size(output) != _size(input) or _size(input) % self.world_size:
+        if size_of(output) != size_of(input) or size_of(input) % self.world_size:
             raise UsageError(
                 "all_to_all: input and output need the same size, a multiple of world_size",
                 source="all_to_all",
             )
-        spec = CollectiveSpec("all_to_all", self.world_size, _size(input))
+        spec = CollectiveSpec("all_to_all", self.world_size, size_of(input))
         return self._submit(spec, input, output, algo, async_op)
 
     def broadcast(
@@ -270,9 +212,9 @@ class ProcessGroup:
     ) -> Work | None:
         """In place: every rank's ``array`` becomes rank ``src``'s (or every rank's ``output``,
         out of place)."""
-        out = _output_of(array, output, "broadcast")
+        out = output_of(array, output, "broadcast")
         spec = CollectiveSpec(
-            "broadcast", self.world_size, _size(array), root=_root(src, self.world_size)
+            "broadcast", self.world_size, size_of(array), root=root_of(src, self.world_size)
         )
         return self._submit(spec, array, out, algo, async_op)
 
@@ -288,15 +230,15 @@ class ProcessGroup:
     ) -> Work | None:
         """In place at ``dst``: the reduction over ranks; other ranks' arrays are left as is
         (with ``output``: into ``dst``'s ``output``, out of place)."""
-        out = _output_of(array, output, "reduce")
+        out = output_of(array, output, "reduce")
         spec = CollectiveSpec(
             "reduce",
             self.world_size,
-            _size(array),
-            root=_root(dst, self.world_size),
-            redop=_redop(op),
+            size_of(array),
+            root=root_of(dst, self.world_size),
+            redop=redop_name(op),
         )
-        after = _average(op, out, self.world_size) if self.rank == spec.root else None
+        after = average_after(op, out, self.world_size) if self.rank == spec.root else None
         return self._submit(spec, array, out, algo, async_op, after)
 
     # ---- machinery -----------------------------------------------------------------------------
@@ -336,41 +278,30 @@ class ProcessGroup:
     def _run(
         self, spec: CollectiveSpec, inp: np.ndarray, out: np.ndarray, algo: str | None
     ) -> None:
+        """Bind the buffers (:mod:`scaleup.runtime.staging`), copy in, execute, copy out."""
         dtype = inp.dtype
         item = dtype.itemsize
         schedule, safe = select_schedule(spec, algo, item)
-        in_bytes, out_bytes = spec.input_count * item, spec.output_count * item
-        scratch_bytes = schedule.scratch_count * item
-        ws_in, ws_out = 0, _round_up(in_bytes)
-        ws_scratch = ws_out + _round_up(out_bytes)
-        ws = self._workspace_id(ws_scratch + _round_up(scratch_bytes))
+        layout = Layout(
+            spec.input_count * item, spec.output_count * item, schedule.scratch_count * item
+        )
+        ws = self._workspace_id(layout.total)
         in_place = inp is out
-        inp_loc = self.heap.locate(inp)
+        inp_loc: Binding | None = self.heap.locate(inp)
         out_loc = inp_loc if in_place else self.heap.locate(out)
-        if not in_place and _overlap(inp_loc, in_bytes, out_loc, out_bytes):
-            inp_loc = out_loc = None  # one is a block of the other: rank-dependent offsets
-        copy_in = inp_loc is None
-        bindings: dict[Buffer, Binding] = {Buffer.INPUT: inp_loc or (ws, ws_in)}
-        if in_place and safe:
-            bindings[Buffer.OUTPUT] = bindings[Buffer.INPUT]
-        elif (
-            out_loc is not None
-            and not in_place
-            and not _overlap(inp_loc, in_bytes, out_loc, out_bytes)
-        ):
-            bindings[Buffer.OUTPUT] = out_loc
-        else:
-            bindings[Buffer.OUTPUT] = (ws, ws_out)
-        if scratch_bytes:
-            bindings[Buffer.SCRATCH] = (ws, ws_scratch)
-        staged_out = bindings[Buffer.OUTPUT] != out_loc
+        staging = stage(layout, ws, inp_loc, out_loc, in_place, safe)
+        in_bytes, out_bytes, ws_in = layout.in_bytes, layout.out_bytes, layout.ws_in
         raw = self.transport.local_bytes(ws)
-        if copy_in and in_bytes:
+        if staging.copy_in and in_bytes:
             np.copyto(raw[ws_in : ws_in + in_bytes].view(dtype).reshape(inp.shape), inp)
         self._epoch += 1
-        self.transport.execute(schedule, bindings, dtype, self._epoch)
-        if staged_out and out_bytes and (spec.collective != "reduce" or self.rank == spec.root):
-            alloc_id, offset = bindings[Buffer.OUTPUT]
+        self.transport.execute(schedule, staging.bindings, dtype, self._epoch)
+        if (
+            staging.staged_out
+            and out_bytes
+            and (spec.collective != "reduce" or self.rank == spec.root)
+        ):
+            alloc_id, offset = staging.bindings[Buffer.OUTPUT]
             result = self.transport.local_bytes(alloc_id)[offset : offset + out_bytes].view(dtype)
             np.copyto(out, result.reshape(out.shape))
 
@@ -378,7 +309,7 @@ class ProcessGroup:
         if self._workspace is None or self._workspace[1] < nbytes:
             if self._workspace is not None:
                 self.heap.free(self._workspace[0])
-            size = max(_round_up(nbytes), 1 << 20)
+            size = max(round_up(nbytes), 1 << 20)
             self._workspace = (self.heap.alloc_raw(size), size)
         return self._workspace[0]
 
@@ -414,57 +345,3 @@ class ProcessGroup:
             self._queue.put(None)
             self._thread.join(timeout=self.transport.timeout_s)
         self.transport.close()
-
-
-def _dtype(dtype: Any) -> np.dtype:
-    from scaleup.collectives.spec import numpy_dtype
-
-    return numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
-
-
-def _gathered_list(
-    outputs: list[np.ndarray] | tuple[np.ndarray, ...], input: np.ndarray, n: int
-) -> tuple[np.ndarray, Callable[[], None]]:
-    """The flat output of a list-form all_gather, and what copies it into the list after."""
-    if len(outputs) != n or not all(
-        isinstance(o, np.ndarray) and o.shape == input.shape and o.dtype == input.dtype
-        for o in outputs
-    ):
-        raise UsageError(
-            f"all_gather: the output list needs {n} arrays shaped like the input "
-            f"({input.shape}, {input.dtype})",
-            source="all_gather",
-        )
-    flat = np.empty((n, *input.shape), dtype=input.dtype)
-
-    def scatter() -> None:
-        for o, part in zip(outputs, flat, strict=True):
-            np.copyto(o, part)
-
-    return flat.reshape(-1), scatter
-
-
-def _overlap(a: Binding | None, a_bytes: int, b: Binding | None, b_bytes: int) -> bool:
-    """Whether two bound byte ranges share memory (same allocation, intersecting offsets)."""
-    if a is None or b is None or a[0] != b[0]:
-        return False
-    return a[1] < b[1] + b_bytes and b[1] < a[1] + a_bytes
-
-
-def _size(array: np.ndarray) -> int:
-    return int(array.size)
-
-
-def _root(root: int, n: int) -> int:
-    if not 0 <= int(root) < n:
-        raise UsageError(f"root must be in 0..{n - 1}, got {root}", source="root")
-    return int(root)
-
-
-def _blocked(small: np.ndarray, large: np.ndarray, n: int, what: str, big: str) -> None:
-    if _size(large) != n * _size(small):
-        raise UsageError(
-            f"{what}: {big} must have world_size * the other's elements "
-            f"({n} * {_size(small)}), got {_size(large)}",
-            source=what,
-        )

@@ -93,7 +93,7 @@ def _worker(
     result: Connection,
     endpoints: Any,
 ) -> None:
-    from scaleup.runtime import api
+    from scaleup.runtime import current
 
     lifecycle.reset_worker_signals()
     lifecycle.die_with_parent(config["launcher_pid"])
@@ -102,10 +102,11 @@ def _worker(
     try:
         if endpoints is not None:
             endpoints = endpoints.keep(rank)
-        group = api._make_group(config, rank, endpoints)
-        api._set_group(group)
+        group = current.make_group(config, rank, endpoints)
+        current.set_group(group)
         value = fn(*args, **kwargs)
-        if api._current() is group:  # not shut down by fn (destroy_process_group() barriers)
+        # not shut down by fn (destroy_process_group() barriers)
+        if current.current_group() is group:
             group.barrier()  # nobody returns while a peer may still reach into its memory
         result.send(("ok", value))
     except BaseException as error:  # reported to the launcher, which raises for everyone
@@ -211,7 +212,7 @@ def _launch_threads(
     kwargs: dict[str, Any],
     timeout_s: float,
 ) -> list[Any]:
-    from scaleup.runtime import api
+    from scaleup.runtime import current
     from scaleup.runtime.group import ProcessGroup
     from scaleup.runtime.transports.local import LocalTransport, LocalWorld
 
@@ -221,17 +222,17 @@ def _launch_threads(
 
     def body(rank: int) -> None:
         group = ProcessGroup(LocalTransport(rank, world, timeout_s))
-        api._set_thread_group(group)
+        current.set_thread_group(group)
         try:
             results[rank] = fn(*args, **kwargs)
-            if api._current() is group:  # not shut down by fn
+            if current.current_group() is group:  # not shut down by fn
                 group.barrier()
         except BaseException as error:  # reported below
             payload = reports[rank] = error_payload(error, rank)
             kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
             world.control.set_abort(payload["culprit"], kind, reporter=rank)
         finally:
-            api._set_thread_group(None)
+            current.set_thread_group(None)
 
     threads = [
         threading.Thread(target=body, args=(r,), name=f"scaleup-local{r}", daemon=True)

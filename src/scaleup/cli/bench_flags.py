@@ -1,0 +1,270 @@
+"""``scaleup bench``'s flags and NCCL's environment, mapped to one BenchRequest.
+
+nccl-tests' ``-o/--op`` (the reduction, or scaleup's old collective spelling) and ``--collective``
+are read by :func:`split_op`; the flags become a :class:`BenchFlags` record, and
+:func:`request_from_flags` is the one place they become a
+:class:`~scaleup.tune.request.BenchRequest`. The library's errors name fields; :func:`flag_errors`
+reports them with the flag that sets the field (:data:`FLAG_OF`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scaleup.cli.bench_table import SweepArgs
+from scaleup.collectives.spec import COLLECTIVES
+from scaleup.errors import UsageError
+from scaleup.units import parse_size
+
+if TYPE_CHECKING:
+    from scaleup.tune import BenchRequest
+    from scaleup.tune.nccl_env import NcclEnv
+
+__all__ = [
+    "DEFAULT_TOPOLOGY",
+    "FLAG_OF",
+    "REDOPS",
+    "BenchFlags",
+    "check_mode",
+    "flag_errors",
+    "nccl_env_of",
+    "nccl_header",
+    "request_from_flags",
+    "split_op",
+    "split_topologies",
+]
+
+#: Default fabric of the simulated table.
+DEFAULT_TOPOLOGY = "dgx-h100"
+#: BenchRequest field (an error's ``source``) -> the flag that sets it.
+FLAG_OF = {
+    "op": "--collective",
+    "sizes_bytes": "-b/-e",
+    "min_bytes/max_bytes": "-b/-e",
+    "factor": "-f",
+    "dtype": "-d",
+    "redop": "-o",
+    "root": "-r",
+    "ranks": "-g",
+    "algorithm": "--algo",
+    "protocol": "--proto",
+    "channels": "--channels",
+    "family": "--tuner",
+    "runtime": "--runtime",
+    "algorithms": "NCCL_ALGO",
+    "protocols": "NCCL_PROTO",
+    "min_channels": "NCCL_MIN_NCHANNELS",
+    "max_channels": "NCCL_MAX_NCHANNELS",
+}
+#: The NCCL variables a flag takes precedence over.
+_FLAG_OVERRIDES = {
+    "--algo": ("NCCL_ALGO", "NCCL_NVLS_ENABLE"),
+    "--proto": ("NCCL_PROTO",),
+    "--channels": ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"),
+}
+
+
+def split_topologies(text: str) -> list[str]:
+    """Split ``--topology a,b`` on commas, keeping ``name:k=v,k2=v2`` parameters together.
+
+    >>> split_topologies("dgx-h100,ualink-pod:n=64,planes=8,pcie-8")
+    ['dgx-h100', 'ualink-pod:n=64,planes=8', 'pcie-8']
+    """
+    out: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if not piece:
+            continue
+        if out and ":" in out[-1] and re.match(r"^[A-Za-z_]\w*=", piece):
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    if not out:
+        raise UsageError("--topology is empty", source="--topology")
+    return out
+
+
+#: nccl-tests' reductions (``-o``); ``mulsum`` and ``all`` are not offered (README).
+REDOPS = ("sum", "prod", "max", "min", "avg")
+#: nccl-tests' binary names that differ from scaleup's collective names.
+_BINARY_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
+
+
+def _collective_name(text: str) -> str | None:
+    """The collective ``text`` names (scaleup's name or nccl-tests' binary, ``all_gather_perf``),
+    else None."""
+    name = text.strip().lower().removesuffix("_perf")
+    name = _BINARY_NAMES.get(name, name)
+    return name if name in COLLECTIVES else None
+
+
+def split_op(values: list[str] | None, collective: str | None) -> tuple[str, str]:
+    """(collective, reduction) from ``-o/--op`` (given any number of times) and ``--collective``.
+
+    nccl-tests' ``-o`` is the reduction; scaleup's ``--op`` used to be the collective, so a
+    collective name there still selects it (the two name sets are disjoint).
+
+    >>> split_op(["reduce", "max"], None), split_op(None, "all_gather_perf")
+    (('reduce', 'max'), ('all_gather', 'sum'))
+    """
+    chosen = None
+    if collective is not None:
+        chosen = _collective_name(collective)
+        if chosen is None:
+            raise UsageError(
+                f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)} "
+                "(or nccl-tests' binary names, all_reduce_perf ...)",
+                source="--collective",
+            )
+    redop = None
+    for value in values or []:
+        if value.strip().lower() in REDOPS:
+            if redop is not None:
+                raise UsageError("-o/--op gives the reduction twice", source="-o")
+            redop = value.strip().lower()
+            continue
+        named = _collective_name(value)
+        if named is None:
+            raise UsageError(
+                f"unknown reduction {value!r}; known: {', '.join(REDOPS)} "
+                f"(the collective is --collective: {', '.join(COLLECTIVES)})",
+                source="-o",
+            )
+        if chosen is not None and named != chosen:
+            raise UsageError(
+                f"two collectives, {chosen} and {named}; give one with --collective",
+                source="--collective",
+            )
+        chosen = named
+    return chosen or "all_reduce", redop or "sum"
+
+
+@contextlib.contextmanager
+def flag_errors(flag_of: dict[str, str]) -> Iterator[None]:
+    """Re-raise a UsageError whose source is a library field with the flag that sets it."""
+    try:
+        yield
+    except UsageError as error:
+        flag = flag_of.get(error.source or "")
+        if flag is None:
+            raise
+        raise type(error)(error.message, source=flag, entry=error.entry) from None
+
+
+@dataclass(frozen=True)
+class BenchFlags:
+    """The flags of one ``scaleup bench`` call, as typed."""
+
+    min_bytes: str
+    max_bytes: str
+    factor: float
+    op: str
+    dtype: str
+    redop: str
+    root: int
+    ranks: int | None
+    algo: str | None
+    proto: str | None
+    channels: int | None
+    tuner: str | None
+    no_p2p: bool
+    topology: str | None
+    runtime: str | None
+    iters: int | None
+    warmup: int | None
+    check: int = 1
+    explain: bool = False
+    exact: bool = False
+    environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
+
+
+def nccl_env_of(flags: BenchFlags) -> tuple[NcclEnv, list[str]]:
+    """NCCL's variables in ``flags.environ`` less those a given flag overrides, and the notes
+    ``VAR (--flag)`` of the overridden ones. Empty with ``--runtime`` (NCCL is not running)."""
+    from scaleup.tune.nccl_env import NcclEnv, read_nccl_env
+
+    if flags.runtime is not None or flags.environ is None:
+        return NcclEnv(), []
+    given = {"--algo": flags.algo, "--proto": flags.proto, "--channels": flags.channels}
+    dropped = {
+        var: flag
+        for flag, value in given.items()
+        if value is not None
+        for var in _FLAG_OVERRIDES[flag]
+        if var in flags.environ
+    }
+    kept = {k: v for k, v in flags.environ.items() if k not in dropped}
+    return read_nccl_env(kept), [f"{var} ({flag})" for var, flag in dropped.items()]
+
+
+def nccl_header(flags: BenchFlags) -> list[str]:
+    """The header line naming the NCCL variables applied; none when no variable is set."""
+    env, overridden = nccl_env_of(flags)
+    if not env.applied and not overridden:
+        return []
+    applied = " ".join(f"{k}={v}" for k, v in env.applied.items()) or "none"
+    line = f"# NCCL environment applied: {applied}"
+    if overridden:
+        line += f"; overridden by flags: {', '.join(overridden)}"
+    return [line]
+
+
+def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
+    """The one place flags become a :class:`~scaleup.tune.request.BenchRequest` (and the header's
+    echo of the sweep); ``-g`` is the rank count (processes with ``--runtime``)."""
+    from scaleup.tune import BenchRequest, nccl_sizes
+
+    lo, hi = parse_size(flags.min_bytes, source="-b"), parse_size(flags.max_bytes, source="-e")
+    args = SweepArgs(flags.op, lo, hi, flags.factor, flags.dtype)
+    nccl, _ = nccl_env_of(flags)
+    with flag_errors(FLAG_OF):
+        request = BenchRequest(
+            op=flags.op,
+            sizes_bytes=tuple(nccl_sizes(lo, hi, flags.factor)),
+            dtype=flags.dtype,
+            redop=flags.redop,
+            root=flags.root,
+            ranks=flags.ranks,
+            algorithm=flags.algo,
+            protocol=flags.proto,
+            channels=flags.channels,
+            family=flags.tuner or "nccl",
+            algorithms=nccl.algorithms,
+            protocols=nccl.protocols,
+            min_channels=nccl.min_channels,
+            max_channels=nccl.max_channels,
+        )
+    return request, args
+
+
+def check_mode(flags: BenchFlags) -> None:
+    """Check nccl-tests' counts, and refuse the simulator's flags with ``--runtime`` (one line)."""
+    if flags.iters is not None and flags.iters < 1:
+        raise UsageError(f"iterations must be >= 1, got {flags.iters}", source="-n")
+    if flags.warmup is not None and flags.warmup < 0:
+        raise UsageError(f"warm-up iterations must be >= 0, got {flags.warmup}", source="-w")
+    if flags.check not in (0, 1):
+        raise UsageError(f"-c takes 0 (no check) or 1 (check), got {flags.check}", source="-c")
+    if flags.runtime is None:
+        return
+    sim_only = {
+        "--topology": flags.topology is not None,
+        "--proto": flags.proto is not None,
+        "--channels": flags.channels is not None,
+        "--tuner": flags.tuner is not None,
+        "--no-p2p": flags.no_p2p,
+        "--explain": flags.explain,
+        "--exact": flags.exact,
+    }
+    given = [flag for flag, is_given in sim_only.items() if is_given]
+    if given:
+        raise UsageError(
+            f"{given[0]} applies to the simulator; --runtime measures this machine's processes "
+            "(-g sets their number)",
+            source=given[0],
+        )
+    if flags.ranks is None or flags.ranks < 1:
+        raise UsageError("--runtime needs -g N (N >= 1 processes)", source="-g")
