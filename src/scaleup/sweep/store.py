@@ -31,17 +31,29 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from scaleup.errors import UsageError
 from scaleup.sweep.points import LEAD_COLUMNS
+from scaleup.sweep.results import (
+    MARKER,
+    OWN_RE,
+    PART,
+    PART_RE,
+    UNREADABLE,
+    part_files,
+    part_number,
+    part_schema,
+    read_provenance,
+    read_results,
+    read_rows,
+    write_atomic,
+)
 from scaleup.sweep.schema import conform, schema_from_json, schema_to_json, widen
 from scaleup.sweep.tables import dedupe_last, table_from_rows, unify_tables
 
@@ -53,86 +65,6 @@ __all__ = [
     "read_rows",
     "table_from_rows",
 ]
-
-_PART = "part-{:06d}.parquet"
-_PART_RE = re.compile(r"part-(\d{6,})\.parquet")
-#: The file that marks a directory as a sweep's dataset (readers skip names starting with "_").
-MARKER = "_scaleup_sweep.json"
-#: Every name a store writes in its directory: the marker, parts, parts being written or set aside.
-_OWN_RE = re.compile(rf"(\.tmp-)?{re.escape(MARKER)}|(\.tmp-|\.damaged-)?part-\d{{6,}}\.parquet")
-#: What pyarrow raises for a file it cannot read as Parquet or CSV.
-_UNREADABLE = (pa.ArrowException, OSError, ValueError)
-
-
-def _part_number(path: Path) -> int:
-    match = _PART_RE.fullmatch(path.name)
-    return int(match.group(1)) if match else -1
-
-
-def _parts(directory: Path) -> list[Path]:
-    """The dataset's part files, in the order they were written."""
-    try:
-        found = [p for p in directory.iterdir() if _part_number(p) >= 0 and p.is_file()]
-    except OSError as error:
-        raise UsageError(f"cannot read: {error.strerror or error}", source=str(directory)) from None
-    return sorted(found, key=_part_number)
-
-
-def _read_part(part: Path) -> pa.Table:
-    try:
-        return pq.read_table(part)
-    except _UNREADABLE as error:
-        raise UsageError(
-            f"damaged Parquet part ({_first_line(error)}); a sweep run again with --resume "
-            "evaluates its points again",
-            source=str(part),
-        ) from None
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def read_results(path: str | Path) -> pa.Table:
-    """All finished rows at ``path`` (a Parquet dataset directory, a Parquet file or a CSV).
-
-    Raises
-    ------
-    UsageError
-        ``path`` does not exist, is not a results file, or holds a damaged part (named).
-    """
-    path = Path(path)
-    if path.is_dir():
-        return dedupe_last(unify_tables([_read_part(p) for p in _parts(path)]))
-    if not path.is_file():
-        raise UsageError("no such results file or directory", source=str(path))
-    try:
-        if path.suffix == ".csv":
-            if path.stat().st_size == 0:
-                return pa.table({})
-            options = pa_csv.ConvertOptions(strings_can_be_null=True)
-            return dedupe_last(pa_csv.read_csv(path, convert_options=options))
-        return dedupe_last(pq.read_table(path))
-    except _UNREADABLE as error:
-        raise UsageError(f"not a results file: {_first_line(error)}", source=str(path)) from None
-
-
-def read_provenance(path: str | Path) -> dict[str, str]:
-    """What a dataset's marker says produced it (``spec``, ``scaleup_version``, ``started_utc``).
-
-    Empty for a CSV, a dataset written before provenance was kept, or an unreadable marker.
-    """
-    try:
-        marker = json.loads((Path(path) / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    found = marker.get("provenance") if isinstance(marker, dict) else None
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """:func:`read_results` as a list of dicts."""
-    return read_results(path).to_pylist()
 
 
 class ResultStore:
@@ -175,9 +107,9 @@ class ResultStore:
             return "empty", []
         if MARKER not in names:
             return "foreign", [f"holds files but no {MARKER}: not a sweep's output"]
-        if not any(_PART_RE.fullmatch(n) for n in names):
+        if not any(PART_RE.fullmatch(n) for n in names):
             return "empty", []  # a sweep that stopped before its first row: nothing to keep
-        return "ours", [n for n in names if not _OWN_RE.fullmatch(n)]
+        return "ours", [n for n in names if not OWN_RE.fullmatch(n)]
 
     def exists(self) -> bool:
         """Whether a sweep's results are there."""
@@ -250,7 +182,7 @@ class ResultStore:
                 self.path.unlink(missing_ok=True)
             elif self.path.is_dir():
                 for entry in self.path.iterdir():
-                    if _OWN_RE.fullmatch(entry.name) and entry.is_file():
+                    if OWN_RE.fullmatch(entry.name) and entry.is_file():
                         entry.unlink()
         except OSError as error:
             raise UsageError(f"cannot clear: {error.strerror or error}", source=str(self)) from None
@@ -268,10 +200,10 @@ class ResultStore:
             table = read_results(self.path) if self.path.is_file() else pa.table({})
         elif self.path.is_dir():
             tables = []
-            for part in _parts(self.path):
+            for part in part_files(self.path):
                 try:
                     tables.append(pq.read_table(part))
-                except _UNREADABLE:
+                except UNREADABLE:
                     self._set_aside(part)
             table = dedupe_last(unify_tables(tables))
         else:
@@ -313,7 +245,7 @@ class ResultStore:
         """Merge a dataset's parts into one (rows deduplicated); a no-op for CSV or one part."""
         if self.is_csv or not self.path.is_dir():
             return
-        parts = _parts(self.path)
+        parts = part_files(self.path)
         if len(parts) <= 1:
             return
         table = read_results(self.path)
@@ -332,8 +264,8 @@ class ResultStore:
             self._schema = self._marker_schema()
         if self._schema is None:
             self._schema = pa.schema([])
-            for part in _parts(self.path) if self.path.is_dir() else []:
-                self._schema = widen(self._schema, _part_schema(part))
+            for part in part_files(self.path) if self.path.is_dir() else []:
+                self._schema = widen(self._schema, part_schema(part))
         return self._schema
 
     def _marker_schema(self) -> pa.Schema | None:
@@ -346,8 +278,8 @@ class ResultStore:
     def _reconcile(self, schema: pa.Schema | None) -> None:
         """Bring a resumed dataset to one schema: the marker's, its parts' and ``schema``."""
         wide = self._marker_schema() or pa.schema([])
-        for part in _parts(self.path):
-            wide = widen(wide, _part_schema(part))
+        for part in part_files(self.path):
+            wide = widen(wide, part_schema(part))
         self._evolve(widen(wide, schema) if schema is not None else wide)
 
     def _evolve(self, schema: pa.Schema) -> None:
@@ -363,13 +295,13 @@ class ResultStore:
                 self._provenance if self._provenance is not None else read_provenance(self.path)
             ),
         }
-        _write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
-        for part in _parts(self.path):
-            if _part_schema(part).equals(schema, check_metadata=False):
+        write_atomic(self.path / MARKER, json.dumps(marker) + "\n")
+        for part in part_files(self.path):
+            if part_schema(part).equals(schema, check_metadata=False):
                 continue
             try:
                 table = pq.read_table(part)
-            except _UNREADABLE:
+            except UNREADABLE:
                 continue  # damaged: finished() sets it aside
             self._write_part(conform(table, schema), part)
 
@@ -379,8 +311,8 @@ class ResultStore:
         wide = widen(schema, table.schema)
         if not wide.equals(schema):
             self._evolve(wide)
-        parts = _parts(self.path)
-        final = self.path / _PART.format(_part_number(parts[-1]) + 1 if parts else 0)
+        parts = part_files(self.path)
+        final = self.path / PART.format(part_number(parts[-1]) + 1 if parts else 0)
         self._write_part(conform(table, wide), final)
 
     @staticmethod
@@ -421,21 +353,6 @@ class ResultStore:
                 return next(csv.reader(lines), [])
         except (UnicodeDecodeError, csv.Error):
             return []
-
-
-def _part_schema(part: Path) -> pa.Schema:
-    """A part's schema; an empty one for a part that cannot be read (a damaged part is set aside
-    by :meth:`ResultStore.finished`, so its points are evaluated again)."""
-    try:
-        return pq.read_schema(part)
-    except _UNREADABLE:
-        return pa.schema([])
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _keys(rows: Iterable[dict[str, Any]]) -> list[str]:
