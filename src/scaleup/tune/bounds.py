@@ -21,7 +21,9 @@ start (host launch plus the library's base latency, exactly as
   of the protocol (its link class's, plus the route's, which is >= 0) after its predecessor
   released it, which is never before the predecessor started moving bytes (cut-through included).
   For algorithms run without ``step_bytes`` (ring) every op of the chain also moves its bytes
-  before releasing the next, at most at one thread block's rate: ``k (alpha + block / cap)``.
+  before releasing the next, at most at one thread block's rate: ``k (alpha + block / cap)``;
+  pipelined ones (tree, with ``step_bytes`` q) hold each successor until ``min(q, chunk)`` bytes
+  have moved at that rate: ``k (alpha + min(q, chunk) / cap)``.
 
 The bytes come from the algorithm's structure (docs/models.md, "Lower bounds"); where the
 structure is not modelled here, the collective's algorithm-independent minimum stands (every
