@@ -8,8 +8,11 @@ from the session that owns the state.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from scaleup.errors import SimulationError
 from scaleup.tune.choice import TunedChoice
+from scaleup.tune.msccl import MscclRange, msccl_candidate
 from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.question import Question, Timed
 from scaleup.tune.rules import Candidate, chunks_for
@@ -41,6 +44,7 @@ class SizePass:
         cands: list[Candidate],
         printed: list[tuple[int, int, int]],
         bounds: dict[Candidate, float] | None,
+        msccl: Sequence[MscclRange] = (),
     ) -> None:
         self.question = question
         self.cands = cands
@@ -48,9 +52,16 @@ class SizePass:
         self.printed = printed
         self.bounds = bounds
         self.first: Candidate | None = None
+        self.msccl = tuple(msccl)
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
-        """The fastest candidate whose structure passes the exact check (see module)."""
+        """The fastest candidate whose structure passes the exact check (see module); RCCL's
+        MSCCL algorithm instead where it takes the size (:mod:`scaleup.tune.msccl`)."""
+        forced = msccl_candidate(self.msccl, nbytes, count)
+        if forced is not None:
+            choice = self._forced(forced, nbytes, count)
+            if choice is not None:
+                return choice
         while True:
             cand, timed, considered = self._fastest(nbytes, count)
             verdict = self.question.confirm(cand, timed.chunks)
@@ -66,6 +77,18 @@ class SizePass:
                     verdict,
                     considered,
                 )
+
+    def _forced(self, cand: Candidate, nbytes: int, count: int) -> TunedChoice | None:
+        """``cand`` timed alone (the library picks it before any tuning), if it can run."""
+        timed = self.question.simulate(cand, nbytes, count)
+        self._observe(nbytes, count, cand, timed)
+        verdict = None if timed is None else self.question.confirm(cand, timed.chunks)
+        if timed is None or verdict is None:
+            return None
+        return TunedChoice(
+            cand.algorithm, cand.protocol, cand.channels, timed.chunks, timed.time_s,
+            timed.result, verdict, ((cand, timed.time_s),),
+        )  # fmt: skip
 
     def _queue(self, count: int) -> list[Candidate]:
         """Candidates in the order they are simulated: cheapest bound first when pruning (so the

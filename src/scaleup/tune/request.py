@@ -139,6 +139,14 @@ class BenchRequest:
     min_channels: int | None = None
     max_channels: int | None = None
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the user narrowed the tuner (flags or NCCL_* environment): the library's own
+        pre-tuner choices (RCCL's MSCCL) then stand aside for what was asked."""
+        fields = (self.algorithm, self.protocol, self.channels, self.algorithms, self.protocols)
+        limits = (self.min_channels, self.max_channels)
+        return self.family != "nccl" or any(v is not None for v in (*fields, *limits))
+
     def __post_init__(self) -> None:
         _known(self.op, COLLECTIVES, "op", "op")
         sizes = tuple(self.sizes_bytes)

@@ -39,6 +39,7 @@ from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import CheckedSet
 from scaleup.tune.choice import TunedChoice
 from scaleup.tune.choose import SizePass
+from scaleup.tune.msccl import msccl_rule
 from scaleup.tune.observe import Observer
 from scaleup.tune.question import Question
 from scaleup.tune.request import ROOTED, BenchRequest
@@ -138,7 +139,10 @@ class TuneSession:
             counts=request.clamp_counts(question.shape.counts),
         )
         cands = request.narrow(cands)
-        return SizePass(question, cands, request.printed(question.nranks), {} if prune else None)
+        msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
+        return SizePass(
+            question, cands, request.printed(question.nranks), {} if prune else None, msccl
+        )
 
 
 def resolve_group(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaleup.collectives.algorithms import (
+    allpairs,
     direct,
     hierarchical,
     nvls,
@@ -111,6 +112,15 @@ _register(
         direct.BUILDERS,
         direct.PARAMS,
         direct.normalise,
+    )
+)
+_register(
+    Algorithm(
+        "allpairs",
+        "every peer at once: two-shot all_reduce as RCCL's MSCCL allreduce_pairs",
+        allpairs.BUILDERS,
+        allpairs.PARAMS,
+        allpairs.normalise,
     )
 )
 _register(

@@ -82,6 +82,7 @@ _CHAINS = {"broadcast": _linear, "reduce": _linear, "send_recv": _linear}
 PER_LANE: dict[str, dict[str, PerLane]] = {
     "ring": {"*": _quadratic, **_CHAINS},
     "direct": {"*": _quadratic, **_CHAINS},
+    "allpairs": {"*": _quadratic},
     "tree": {"*": _linear},
     "recursive": {"*": _nlogn},
     "nvls": {"*": _multicast, "broadcast": _fan, "reduce": _fan},
