@@ -167,3 +167,15 @@ def test_bad_file(tmp_path):
         load_measured(bad)
     with pytest.raises(InputError):
         load_measured(tmp_path / "missing.csv")
+
+
+def test_at_least_ten_multi_node_systems_are_in_bounds():
+    """Issue 12: ten multi-node systems whose rows the validation simulates and judges (a
+    preset that is simulated, no exclusion, and a row with a message size)."""
+    sized = {r.system for r in load_measured(MEASURED) if r.bytes is not None}
+    in_bounds = {
+        m.system
+        for m in SYSTEMS
+        if m.system in MULTI_NODE and m.topology and m.simulate and not m.exclude
+    }
+    assert len(in_bounds & sized) >= 10, sorted(in_bounds & sized)
