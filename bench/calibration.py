@@ -408,7 +408,7 @@ MODEL_NOTES: tuple[str, ...] = (
     "measured 31.8 / 29.6 GB/s is 64% / 59% of that ring bound - the same EFA shortfall. 2x 8 "
     "A100 + 4 HDR (+68% at 128 MiB, +93% at 1 GiB): the tuner's two-node tree reaches 173 GB/s "
     "busbw (algbw 92 of the 100 GB/s cut), while the measured 89.5 GB/s sits at the ring's "
-    "bound of four HDR NICs (4 x 24 GB/s; the simulated ring is 93.7 GB/s, -/+5%), i.e. the "
+    "bound of four HDR NICs (4 x 24 GB/s; the simulated ring is 93.7 GB/s at 1 GiB, +5%), i.e. the "
     "source's run behaves as NCCL's ring, which the source does not name; NCCL's choice between "
     "tree and ring on this shape is not reproduced by the tuner. No parameter is moved for "
     "these rows.",
