@@ -41,6 +41,7 @@ LINKS = [
     "ib-hdr",
     "ib-ndr",
     "ib-xdr",
+    "eth-100g",
     "eth-400g",
     "eth-800g",
     "upi",
@@ -54,7 +55,7 @@ SWITCHES = [
     "nvswitch1", "nvswitch2", "nvswitch3", "nvswitch4",
     "pcie-switch", "ualink-switch", "ib-switch", "eth-switch",
 ]  # fmt: skip
-NICS = ["ib-hdr", "ib-ndr", "ib-xdr", "eth-400g", "eth-800g"]
+NICS = ["ib-hdr", "ib-ndr", "ib-xdr", "eth-100g", "eth-400g", "eth-800g"]
 
 #: Fields of each spec type that are figures and so must carry a source.
 FIGURES = {

@@ -137,3 +137,24 @@ def test_multi_node_tree_and_hierarchical_use_searched_channels():
     local = shape.params("hierarchical", 3)["local_orders"]
     assert len(local) == 3
     assert all(sorted(o) == list(range(8)) for o in local)
+
+
+def test_ring_across_two_dgx_a100_with_four_hdr_nics_is_bounded_by_the_nic_cut():
+    """2 x DGX A100 with 4 HDR NICs per server (one per GPU pair), ring all_reduce, 1 GiB.
+
+    By hand. Every ring channel crosses between the two servers once in each direction, and it
+    carries busbw bytes per second over each of its hops (a ring all_reduce sends
+    2(n-1)/n x S per rank), so the channels' busbw summed over the cut is at most what the cut
+    carries per direction: 4 NICs x 200 Gb/s = 4 x 25 = 100 GB/s per server. Half the DGX
+    A100's own eight NICs (200 GB/s). A channel search that gave each NIC's second GPU no
+    NIC, or put every channel on one NIC, would stop at 75 or 25 GB/s; all four NICs busy at
+    NCCL's Simple efficiency come to ~94 (simulated 93.7).
+    """
+    session = TuneSession()
+    request = BenchRequest(sizes_bytes=(GIB,), ranks=16, algorithm="ring")
+    four = _busbw(session.sweep(resolve_topology("2xdgx-a100:nic=ib-hdr,nics=4"), request)[0], 16)
+    eight = _busbw(session.sweep(resolve_topology("2xdgx-a100:nic=ib-hdr"), request)[0], 16)
+    assert four <= 4 * 25 * 1.001
+    assert four >= 0.85 * 4 * 25
+    assert eight <= 8 * 25 * 1.001
+    assert four == pytest.approx(eight / 2, rel=0.05)

@@ -207,12 +207,18 @@ def multi_node(
     rail_optimized: bool = False,
     switch: str | None = None,
     oversubscription: float = 1.0,
+    nics: int | None = None,
 ) -> Topology:
     """``n`` copies of ``topology`` joined by one ``nic`` per accelerator into a fat tree.
 
     Server ``i``'s ids get the prefix ``n{i}.`` and ``Device.node = i``; its accelerator
     ``n{i}.{id}`` gets NIC ``n{i}.nic{r}`` (``r`` its local rank) over the NIC's host link
-    (GPUDirect RDMA, the PCIe switch between GPU and NIC not modelled). The fabric is built of
+    (GPUDirect RDMA, the PCIe switch between GPU and NIC not modelled). With ``nics=k`` (a
+    divisor of the accelerators per server) a server has ``k`` NICs, each shared by ``g = rpn / k``
+    consecutive local ranks: NIC ``n{i}.nic{j}`` has a host link to each of ranks ``j*g`` ..
+    ``j*g + g - 1``, as on servers where a pair of GPUs and one NIC sit behind one PCIe switch
+    (DGX A100 / AWS p4d with four NICs per eight GPUs; ``nvidia-smi topo -m`` of NVIDIA/nccl
+    #1357: NIC0 PIX to GPU0, NIC1 to GPU2, ...). The fabric is built of
     ``switch`` chips (default ``ib-switch`` for InfiniBand NICs, ``eth-switch`` for Ethernet)
     with the fewest tiers that hold the NICs (:mod:`scaleup.topology.fabric`):
 
@@ -235,13 +241,15 @@ def multi_node(
     _positive(n=n)
     rpn = len(topology.accelerators)
     _check_size("n", accelerators=n * rpn)
+    per_node = _nics_per_node(nics, rpn)
+    share = rpn // per_node  # local ranks per NIC
     spec = hardware.nic_spec(nic)
     net_tech = str(spec.link_tech)
     if switch is None:
         family = hardware.link_tech(net_tech).family
         switch = "eth-switch" if family == "ethernet" else "ib-switch"
     radix = int(hardware.switch_chip(switch).port_count)
-    nic_ids = [[f"n{i}.nic{r}" for r in range(rpn)] for i in range(n)]
+    nic_ids = [[f"n{i}.nic{r}" for r in range(per_node)] for i in range(n)]
     if rail_optimized:
         groups, leaf_ids = _rail_groups(nic_ids, radix, oversubscription)
     else:
@@ -251,8 +259,8 @@ def multi_node(
     _check_size(
         "n",
         accelerators=n * rpn,
-        devices=n * (len(topology.devices) + rpn) + sum(plan.switches_per_tier),
-        links=n * (len(topology.links) + 2 * rpn) + plan.links_between_switches,
+        devices=n * (len(topology.devices) + per_node) + sum(plan.switches_per_tier),
+        links=n * (len(topology.links) + rpn + per_node) + plan.links_between_switches,
     )  # before building n servers
     with bulk():  # ~600,000 acyclic objects at 16,384 GPUs
         nic_kind = NodeKind(hardware.device_kind(nic))
@@ -270,12 +278,17 @@ def multi_node(
             pre = f"n{i}."
             devices += [Device(x, nic, nic_kind, i) for x in ids]
             links += [
-                Link(pre + a.id, x, host_tech)
-                for a, x in zip(topology.accelerators, ids, strict=True)
+                Link(pre + a.id, ids[r // share], host_tech)
+                for r, a in enumerate(topology.accelerators)
             ]
         fabric, fabric_links = build_fat_tree(groups, leaf_ids, plan, switch, net_tech, "net.")
     name = f"{n}x{topology.name}"
-    desc = f"{n} x {topology.name} joined by one {nic} NIC per accelerator" + (
+    per = (
+        f"one {nic} NIC per accelerator"
+        if share == 1
+        else (f"{per_node} {nic} NICs per server (one per {share} accelerators)")
+    )
+    desc = f"{n} x {topology.name} joined by {per}" + (
         " (rail-optimised)" if rail_optimized else ""
     )
     if plan.tiers > 1 and oversubscription != 1:
@@ -299,6 +312,21 @@ def _rail_groups(
     if n_groups == 1:
         return groups, [f"net.rail{r}" for r in range(n_rails)]
     return groups, [f"net.group{g}.rail{r}" for r in range(n_rails) for g in range(n_groups)]
+
+
+def _nics_per_node(nics: int | None, rpn: int) -> int:
+    """NICs per server: ``rpn`` (one per accelerator) when ``nics`` is None, else ``nics``, which
+    must be a positive divisor of ``rpn`` (a one-line error naming ``nics`` otherwise)."""
+    if nics is None:
+        return rpn
+    if isinstance(nics, bool) or not isinstance(nics, int) or nics <= 0 or rpn % nics:
+        divisors = [d for d in range(1, rpn + 1) if rpn % d == 0]
+        raise UsageError(
+            f"must divide the {rpn} accelerators per server "
+            f"(one of {', '.join(map(str, divisors))}), got {nics!r}",
+            entry="nics",
+        )
+    return nics
 
 
 def _check_size(source: str, *, accelerators: int, devices: int = 0, links: int = 0) -> None:

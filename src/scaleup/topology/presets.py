@@ -81,7 +81,7 @@ def list_presets() -> dict[str, str]:
 
 
 #: Keys of an ``Nx<preset>:...`` spec that go to :func:`multi_node`; the others go to the preset.
-MULTI_NODE_KEYS = ("nic", "rail_optimized", "switch", "oversubscription")
+MULTI_NODE_KEYS = ("nic", "nics", "rail_optimized", "switch", "oversubscription")
 _NX = re.compile(r"^(\d+)x(.+)$")
 
 
@@ -173,8 +173,8 @@ def resolve_topology(text: str) -> Topology:
     """A topology from what a user typed: a preset name, ``name:key=value,...``,
     ``Nx<preset>[:key=value,...]`` or a path to a ``.toml`` file.
 
-    In an ``Nx`` spec the keys ``nic``, ``rail_optimized``, ``switch`` and ``oversubscription``
-    go to :func:`~scaleup.topology.generators.multi_node` (e.g.
+    In an ``Nx`` spec the keys ``nic``, ``nics``, ``rail_optimized``, ``switch`` and
+    ``oversubscription`` go to :func:`~scaleup.topology.generators.multi_node` (e.g.
     ``2048xdgx-h100:oversubscription=2``: a three-tier fat tree of 16,384 NICs whose leaves have
     twice as many ports down as up), the others to the preset's builder.
 
