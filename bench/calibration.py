@@ -358,10 +358,13 @@ MODEL_NOTES: tuple[str, ...] = (
     "NVIDIA/nccl-tests #123 vs 0.6). The RTX 4090 rows (no P2P: every step staged through host "
     "memory) moved from -15% to +26%: the chain has 14 host-staged steps where the binary tree "
     "had 6, each paying the PCI hwLat, the estimated staging latency (1 us) and the PCIe route; "
-    "the estimate is not refitted. Not modelled yet: NCCL's per-size channel count (enqueue.cc "
-    "lines 2091-2097: nChannels shrinks until bytes >= nChannels x threads x threadThreshold, "
-    "e.g. 2 LL ring channels at 64 KiB on 8 GPUs), which needs a size-aware hook in the "
-    "tuner's candidate search.",
+    "the estimate is not refitted. NCCL's per-size channel count is modelled "
+    "(scaleup.tune.size_channels; enqueue.cc lines 2091-2097: a ring or tree collective's "
+    "channels shrink until bytes >= channels x threads x threadThreshold, e.g. 2 LL ring "
+    "channels at 64 KiB on 8 GPUs): it moved the 64 KiB rows that were too fast toward the "
+    "measurements (GB200 -16.8% -> -15.7%, B200 -12.2% -> -11.0%, A100 -39.8% -> -36.5%; the "
+    "LL ring now runs on 2 channels there and the chained tree, whose LL threshold is not "
+    "multiplied by the rank count, on 16, wins).",
     "**Library constants by vendor**: AMD systems (MI300X, MI250X) are timed with RCCL's own "
     "latency tables (ROCm/rccl @0cbce2a7 src/graph/tuning.cc: baseLat 12/12/17 us, the xGMI "
     "('NVLINK' slot) and NET rows of the platform set RCCL's node model selects, net overhead 2 "

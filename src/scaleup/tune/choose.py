@@ -16,6 +16,7 @@ from scaleup.tune.msccl import MscclRange, msccl_candidate
 from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.question import Question, Timed
 from scaleup.tune.rules import Candidate, chunks_for
+from scaleup.tune.size_channels import ChannelTrim
 
 __all__ = ["TIE_RTOL", "SizePass"]
 
@@ -45,6 +46,7 @@ class SizePass:
         printed: list[tuple[int, int, int]],
         bounds: dict[Candidate, float] | None,
         msccl: Sequence[MscclRange] = (),
+        trim: ChannelTrim | None = None,
     ) -> None:
         self.question = question
         self.cands = cands
@@ -53,6 +55,7 @@ class SizePass:
         self.bounds = bounds
         self.first: Candidate | None = None
         self.msccl = tuple(msccl)
+        self.trim = trim
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
         """The fastest candidate whose structure passes the exact check (see module); RCCL's
@@ -90,21 +93,35 @@ class SizePass:
             timed.result, verdict, ((cand, timed.time_s),),
         )  # fmt: skip
 
-    def _queue(self, count: int) -> list[Candidate]:
+    def _at_size(self, nbytes: int) -> list[Candidate]:
+        """The candidates with the channels the library gives them at ``nbytes``
+        (:mod:`scaleup.tune.size_channels`), each once, in candidate order; a trimmed candidate
+        takes the order of the first one trimmed to it unless it is a candidate itself."""
+        if self.trim is None:
+            return self.cands
+        out: dict[Candidate, None] = {}
+        for cand in self.cands:
+            trimmed = self.trim.trim(cand, nbytes)
+            self.order.setdefault(trimmed, self.order[cand])
+            out.setdefault(trimmed, None)
+        return sorted(out, key=self.order.__getitem__)
+
+    def _queue(self, nbytes: int, count: int) -> list[Candidate]:
         """Candidates in the order they are simulated: cheapest bound first when pruning (so the
         best is found early and prunes the rest), the previous size's choice before all."""
         bounds, order = self.bounds, self.order
+        cands = self._at_size(nbytes)
         if bounds is not None:
             queue = sorted(
-                self.cands,
+                cands,
                 key=lambda c: (
                     max(bounds.get(c, 0.0), self.question.lower_bound_s(c, count)),
                     order[c],
                 ),
             )
         else:
-            queue = list(self.cands)
-        if self.first is not None and self.first in order:
+            queue = list(cands)
+        if self.first is not None and self.first in queue:
             queue.remove(self.first)
             queue.insert(0, self.first)
         return queue
@@ -128,7 +145,7 @@ class SizePass:
         every (candidate, time) simulated."""
         best: tuple[float, int, Candidate, Timed] | None = None
         considered = []
-        for cand in self._queue(count):
+        for cand in self._queue(nbytes, count):
             if (
                 best is not None
                 and (

@@ -44,6 +44,7 @@ from scaleup.tune.observe import Observer
 from scaleup.tune.question import Question
 from scaleup.tune.request import ROOTED, BenchRequest
 from scaleup.tune.rules import candidates
+from scaleup.tune.size_channels import ChannelTrim
 
 __all__ = ["Progress", "TuneSession", "TunedChoice", "resolve_group"]
 
@@ -140,8 +141,9 @@ class TuneSession:
         )
         cands = request.narrow(cands)
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
+        trim = None if request.channels is not None else ChannelTrim.of(topology, ranks)
         return SizePass(
-            question, cands, request.printed(question.nranks), {} if prune else None, msccl
+            question, cands, request.printed(question.nranks), {} if prune else None, msccl, trim
         )
 
 

@@ -1,0 +1,95 @@
+"""How many of its channels NCCL (and RCCL) give one collective of a given size.
+
+After choosing the algorithm and protocol, ``topoGetAlgoInfo`` trims the channel count of ring
+and tree collectives until every channel has enough work for its threads (NVIDIA/nccl
+``src/enqueue.cc`` lines 2091-2097; ROCm/rccl ``src/enqueue.cc`` lines 1677-1685)::
+
+    nc = comm->nChannels
+    while (nBytes < nc * nt * threadThreshold && nc >= 2) nc--;
+
+``nBytes`` is the larger of the send and receive buffers (``ncclFuncMaxSendRecvCount``: the
+whole buffer for all_reduce, the gathered buffer for all_gather), ``nt`` the protocol's thread
+count and ``threadThreshold`` NCCL's per-thread byte threshold: 8 for LL and LL128, 64 for Simple
+(``src/include/comm.h`` lines 49-51), the Ring LL one multiplied by the rank count
+(``src/graph/tuning.cc`` line 593). Threads (``ncclTopoTuneModel``, tuning.cc lines 244-256, and
+``src/include/device.h``): NCCL 512 for LL and Simple (256 for Ring Simple where the ring's
+intra-node bandwidth times its channels is at most PCIe's), 640 for LL128; RCCL 256 for every
+protocol (``NCCL_MAX_NTHREADS`` and ``NCCL_LL128_MAX_NTHREADS``, rccl ``device.h`` lines 68-87).
+NVLS, NVLS-Tree and CollNet are left alone (their own channel counts), and so are the
+algorithms NCCL does not have. A flag that pins the channel count (``--channels``) is taken as
+the count to run; ``NCCL_MIN/MAX_NCHANNELS`` set ``comm->nChannels`` and are trimmed like it.
+
+So a 64 KiB all_reduce on 8 GPUs runs its LL ring on 2 channels (32 KiB per channel), and a
+ring LL on the 72 GPUs of an NVL72 rack on 1 channel up to 288 KiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from scaleup.sim.protocols import library_for
+from scaleup.topology import analysis
+from scaleup.topology.model import Topology
+from scaleup.tune.rules import Candidate
+
+__all__ = ["THREAD_THRESHOLD", "ChannelTrim"]
+
+#: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
+THREAD_THRESHOLD: Final = MappingProxyType({"ll": 8, "ll128": 8, "simple": 64})
+#: Threads per channel: NCCL's maxThreads (tuning.cc lines 244-256, device.h lines 93-114).
+_NCCL_THREADS: Final = MappingProxyType({"ll": 512, "ll128": 640, "simple": 512})
+#: Ring Simple on PCIe-class rings (``simpleDefaultThreads``, tuning.cc line 245).
+_NCCL_PCI_RING_SIMPLE_THREADS = 256
+#: RCCL: 256 threads for every protocol (rccl device.h lines 68-87, tuning.cc lines 305-313).
+_RCCL_THREADS: Final = MappingProxyType({"ll": 256, "ll128": 256, "simple": 256})
+#: The algorithms trimmed, and which of NCCL's rows each uses (our ``hierarchical`` stands for
+#: NCCL's tree compositions across nodes).
+_ROW: Final = MappingProxyType({"ring": "ring", "tree": "tree", "hierarchical": "tree"})
+
+
+@dataclass(frozen=True)
+class ChannelTrim:
+    """The trimming rule of one group of ranks (its library, size and link class)."""
+
+    nranks: int
+    threads: Mapping[str, int]
+    ring_simple_threads: int
+
+    @classmethod
+    def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> ChannelTrim:
+        """The rule for ``ranks`` of ``topology`` (default: every accelerator)."""
+        n = len(topology.accelerators) if ranks is None else len(ranks)
+        if library_for(topology, ranks) == "rccl":
+            return cls(n, _RCCL_THREADS, _RCCL_THREADS["simple"])
+        nvlink = analysis.nvlink_class(topology, ranks)
+        ring_simple = _NCCL_THREADS["simple"] if nvlink else _NCCL_PCI_RING_SIMPLE_THREADS
+        return cls(n, _NCCL_THREADS, ring_simple)
+
+    def channels(self, algorithm: str, protocol: str, nbytes: int, channels: int) -> int:
+        """The channels NCCL runs ``algorithm``/``protocol`` on for ``nbytes`` of ``channels``.
+
+        >>> rule = ChannelTrim(8, _NCCL_THREADS, 512)
+        >>> rule.channels("ring", "ll", 65536, 16), rule.channels("ring", "simple", 1 << 30, 16)
+        (2, 16)
+        >>> rule.channels("nvls", "simple", 8, 16)
+        16
+        """
+        row = _ROW.get(algorithm)
+        if row is None:
+            return channels
+        threads = self.threads[protocol]
+        if row == "ring" and protocol == "simple":
+            threads = self.ring_simple_threads
+        threshold = THREAD_THRESHOLD[protocol] * (
+            self.nranks if (row, protocol) == ("ring", "ll") else 1
+        )
+        per_channel = threads * threshold
+        return max(1, min(channels, nbytes // per_channel))
+
+    def trim(self, cand: Candidate, nbytes: int) -> Candidate:
+        """``cand`` with the channels NCCL would give it at ``nbytes``."""
+        nc = self.channels(cand.algorithm, cand.protocol, nbytes, cand.channels)
+        return cand if nc == cand.channels else Candidate(cand.algorithm, cand.protocol, nc)

@@ -1,0 +1,60 @@
+"""NCCL's per-size channel trim (scaleup.tune.size_channels; enqueue.cc lines 2091-2097)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scaleup.topology import resolve_topology
+from scaleup.tune import BenchRequest, TuneSession
+from scaleup.tune.rules import Candidate
+from scaleup.tune.size_channels import ChannelTrim
+
+
+def test_known_answers_by_hand() -> None:
+    nccl8 = ChannelTrim.of(resolve_topology("dgx-h100"))
+    # ring LL: 512 threads x 8 bytes x 8 ranks = 32 KiB per channel
+    assert nccl8.channels("ring", "ll", 64 << 10, 16) == 2
+    assert nccl8.channels("ring", "ll", (64 << 10) - 1, 16) == 1
+    # tree LL: 512 x 8 = 4 KiB per channel; LL128: 640 x 8 = 5 KiB; Simple: 512 x 64 = 32 KiB
+    assert nccl8.channels("tree", "ll", 64 << 10, 32) == 16
+    assert nccl8.channels("ring", "ll128", 64 << 10, 32) == 12
+    assert nccl8.channels("ring", "simple", 1 << 20, 64) == 32
+    assert nccl8.channels("nvls", "simple", 8, 16) == 16  # NVLS keeps its own count
+    assert nccl8.channels("direct", "ll", 8, 16) == 16  # not one of NCCL's algorithms
+    # RCCL: 256 threads for every protocol
+    rccl = ChannelTrim.of(resolve_topology("mi300x-8"))
+    assert rccl.channels("ring", "ll", 64 << 10, 16) == 4
+    # 72 ranks of an NVL72 rack: the LL ring needs 288 KiB per channel
+    assert (
+        ChannelTrim.of(resolve_topology("gb200-nvl72")).channels("ring", "ll", 256 << 10, 16) == 1
+    )
+
+
+@given(
+    nbytes=st.integers(0, 1 << 34),
+    channels=st.integers(1, 64),
+    algorithm=st.sampled_from(["ring", "tree", "hierarchical"]),
+    protocol=st.sampled_from(["ll", "ll128", "simple"]),
+)
+def test_trim_is_nccl_loop(nbytes: int, channels: int, algorithm: str, protocol: str) -> None:
+    rule = ChannelTrim.of(resolve_topology("dgx-h100"))
+    nc = rule.channels(algorithm, protocol, nbytes, channels)
+    threads = {"ll": 512, "ll128": 640, "simple": 512}[protocol]
+    threshold = {"ll": 8, "ll128": 8, "simple": 64}[protocol] * (
+        8 if (algorithm, protocol) == ("ring", "ll") else 1
+    )
+    want = channels
+    while nbytes < want * threads * threshold and want >= 2:  # enqueue.cc, as written there
+        want -= 1
+    assert nc == want
+    assert rule.trim(Candidate(algorithm, protocol, channels), nbytes).channels == want
+
+
+def test_the_tuner_reports_the_trimmed_count_and_a_pin_stands() -> None:
+    topo = resolve_topology("dgx-h100")
+    (small,) = TuneSession().sweep(topo, BenchRequest(sizes_bytes=(8,), algorithm="ring"))
+    assert small.channels == 1
+    pinned = BenchRequest(sizes_bytes=(8,), algorithm="ring", protocol="ll", channels=8)
+    (kept,) = TuneSession().sweep(topo, pinned)
+    assert kept.channels == 8
