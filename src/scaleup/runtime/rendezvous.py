@@ -216,7 +216,8 @@ class _Session:
                 with contextlib.suppress(OSError):
                     conn.sendall(_BYE)
         else:
-            self._done.wait(timeout=self.timeout_s)
+            if self._thread.is_alive():  # every rank's goodbye or death, boundedly
+                self._done.wait(timeout=self.timeout_s)
             self.closing = True
         with self._lock:
             self._closed = True
