@@ -316,8 +316,8 @@ def join(
     """
     if transport != "shm":
         raise Unsupported(
-            f"the {transport} transport needs scaleup's launcher (`scaleup run -t {transport}`); "
-            "under torchrun's environment the transport is shm",
+            f"under torchrun's environment (WORLD_SIZE={me.world_size}) the ranks are "
+            f"processes joined by the shm transport, not {transport}",
             source="transport",
         )
     ip = local_address(me.master_addr)
