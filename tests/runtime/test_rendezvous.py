@@ -89,13 +89,16 @@ def test_torchrun_style_ranks_form_one_group(world: int, order: int, shm_dir: Pa
     assert list(shm_dir.iterdir()) == []  # rank 0 unlinked the run
 
 
-def test_a_dead_rank_stops_the_others_and_leaks_nothing(shm_dir: Path) -> None:
-    (code0, _, err0), (code1, _, _) = _finish(
-        _start([0, 1], 2, shm_dir, "die", **{TIMEOUT_ENV: "60"})
-    )
-    assert code1 == 3
+@pytest.mark.parametrize(("how", "code", "what"), [("die", 3, "died"), ("raise", 1, "raised")])
+def test_a_failed_rank_stops_the_others_and_leaks_nothing(
+    how: str, code: int, what: str, shm_dir: Path
+) -> None:
+    (code0, _, err0), (code1, _, err1) = _finish(_start([0, 1], 2, shm_dir, how))
+    assert code1 == code
     assert code0 == 1
-    assert err0.strip().splitlines()[-1] == "RankFailed: rank 1 died; rank 0 stops"
+    assert err0.strip().splitlines()[-1] == f"RankFailed: rank 1 {what}; rank 0 stops"
+    if how == "raise":
+        assert err1.strip().splitlines()[-1] == "ValueError: rank 1 gives up"
     assert list(shm_dir.iterdir()) == []
 
 
