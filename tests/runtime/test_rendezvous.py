@@ -102,6 +102,14 @@ def test_a_failed_rank_stops_the_others_and_leaks_nothing(
     assert list(shm_dir.iterdir()) == []
 
 
+def test_a_dead_rank_0_stops_the_others_and_the_last_out_reclaims(shm_dir: Path) -> None:
+    (code0, _, _), (code1, _, err1) = _finish(_start([0, 1], 2, shm_dir, "die0"))
+    assert code0 == -9
+    assert code1 == 1
+    assert err1.strip().splitlines()[-1] == "RankFailed: rank 0 died; rank 1 stops"
+    assert list(shm_dir.iterdir()) == []
+
+
 def test_missing_rank_times_out_in_one_line(shm_dir: Path) -> None:
     start = time.monotonic()
     [(code, out, err)] = _finish(_start([0], 2, shm_dir, **{TIMEOUT_ENV: "1"}))

@@ -21,8 +21,10 @@ sets the abort word (:data:`~scaleup.runtime.control.ABORT_DIED`) and every rank
 A rank that ends with an uncaught exception sets "raised" itself on the way out. Rank 0 owns the
 run: at shutdown (or exit) it waits for every rank's goodbye or death, then unlinks every segment
 under the run prefix (:func:`scaleup.runtime.shm.unlink_run`, as the launcher does), so a dead
-rank leaks nothing. A killed rank 0's segments are reclaimed by the next launch (the prefix
-names rank 0's pid: :func:`scaleup.runtime.shm.reclaim_dead_runs`).
+rank leaks nothing. When rank 0 dies, the last rank out reclaims the run
+(:func:`scaleup.runtime.shm.reclaim_dead_runs`: the prefix names rank 0's pid, and no process
+holds the control block's lock any more); a rank exiting without ``shutdown()`` still releases
+its segments first.
 """
 
 from __future__ import annotations
@@ -167,6 +169,10 @@ class _Session:
         self.gone: set[int] = set()
         self.closing = False
         self.raised = False
+        #: rank 0 died (seen by another rank): the last rank out reclaims the run.
+        self.owner_died = False
+        #: the group's transport, released at exit if the script did not shut the group down.
+        self.transport: Any = None
         self._done = threading.Event()
         self._closed = False
         self._lock = threading.Lock()
@@ -174,7 +180,7 @@ class _Session:
 
     def start(self) -> None:
         self._thread.start()
-        atexit.register(self.close)
+        atexit.register(self.at_exit)
 
     def _abort(self, rank: int, kind: int) -> None:
         with self._lock:
@@ -199,10 +205,18 @@ class _Session:
                     continue
                 if not chunk and _BYE not in buffers[rank] and not self.closing:
                     self._abort(rank, ABORT_DIED)
+                    self.owner_died = rank == 0
                 selector.unregister(key.fileobj)
                 self.gone.add(rank)
         selector.close()
         self._done.set()
+
+    def at_exit(self) -> None:
+        """Release the group the script did not shut down (its segments), then close."""
+        if self.transport is not None and self.transport.on_close is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()  # calls close()
+        self.close()
 
     def close(self) -> None:
         """Say goodbye (not rank 0) or wait for every goodbye and unlink the run (rank 0)."""
@@ -228,8 +242,10 @@ class _Session:
         self.segment.close()
         if self.me.rank == 0:
             shm_mod.unlink_run(self.prefix)
+        elif self.owner_died:  # a dead run once no rank maps its control block any more
+            shm_mod.reclaim_dead_runs()
         with contextlib.suppress(Exception):
-            atexit.unregister(self.close)
+            atexit.unregister(self.at_exit)
 
 
 def _serve(me: TorchrunEnv, ip: str, deadline: float) -> tuple[str, dict[int, socket.socket]]:
@@ -360,8 +376,8 @@ def join(
         session.raised = True  # the others stop rather than wait for this rank
         session.close()
         raise
-    shm_transport: Any = pg.transport  # a ShmTransport: make_group's config says shm
-    shm_transport.on_close = session.close
+    session.transport = pg.transport  # a ShmTransport: make_group's config says shm
+    session.transport.on_close = session.close
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
