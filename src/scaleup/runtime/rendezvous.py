@@ -54,6 +54,8 @@ TIMEOUT_ENV = "SCALEUP_RENDEZVOUS_TIMEOUT_S"
 _DEFAULT_TIMEOUT_S = 60.0
 _RETRY_S = 0.05
 _REPLY_GRACE_S = 2.0
+#: tries, _RETRY_S apart, to reclaim a run whose rank 0 died (others may still hold it).
+_RECLAIM_TRIES = 20
 _BYE = b'{"bye": true}\n'
 
 
@@ -243,7 +245,11 @@ class _Session:
         if self.me.rank == 0:
             shm_mod.unlink_run(self.prefix)
         elif self.owner_died:  # a dead run once no rank maps its control block any more
-            shm_mod.reclaim_dead_runs()
+            for _ in range(_RECLAIM_TRIES):  # rank 0 closes its sockets before it is a zombie
+                shm_mod.reclaim_dead_runs()
+                if not shm_mod.list_segments(self.prefix):
+                    break
+                time.sleep(_RETRY_S)
         with contextlib.suppress(Exception):
             atexit.unregister(self.at_exit)
 
