@@ -5,8 +5,9 @@ share a line: the abort word, then per rank a progress counter, a barrier counte
 "waiting for" word (peer + 1 while the rank is blocked on that peer, else 0). The last is how a
 timeout names the rank that hung rather than the rank that waited: follow "waiting for" from the
 awaited peer until a rank that is not waiting. Flags are written with single aligned 8-byte
-stores (atomic on every 64-bit CPU) and read by spinning; see ``docs/runtime.md`` for the
-memory-ordering argument. For processes the block lives in a /dev/shm segment
+stores (atomic on every 64-bit CPU) and read by polling (spin, then yield, then sleep with a
+bounded exponential backoff: :class:`Backoff`); see ``docs/runtime.md`` for the memory-ordering
+argument. For processes the block lives in a /dev/shm segment
 (:func:`scaleup.runtime.shm.create_control`); for threads in a bytearray.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from scaleup.errors import Interrupted, RankFailed, RankTimeout, TransportError
@@ -24,6 +26,7 @@ __all__ = [
     "ABORT_RAISED",
     "ABORT_TIMEOUT",
     "AbortState",
+    "Backoff",
     "ControlBlock",
     "Waiter",
 ]
@@ -112,15 +115,64 @@ class ControlBlock:
 _WHAT = {ABORT_DIED: "died", ABORT_TIMEOUT: "made no progress", ABORT_RAISED: "raised"}
 
 
-class Waiter:
-    """Bounded spin-waits on control-block words: never a hang.
+@dataclass(frozen=True)
+class Backoff:
+    """What a waiter does on poll ``k`` of one wait: spin, yield the CPU, or sleep.
 
-    Spins on one word; after ``spin_limit`` polls it yields the CPU on every poll
-    (``sched_yield`` for processes, ``time.sleep(0)`` for threads, which drops the GIL). Every
-    256 polls it checks the abort word, the deadline and (for processes) whether the launcher is
-    still alive. While blocked it publishes whom it waits for; on a timeout it blames the rank at
-    the end of that chain (the one not waiting), sets the abort word and raises
-    :class:`RankTimeout` naming it.
+    Spinning answers fastest while the peer has a core of its own; yielding (``sched_yield``)
+    lets a peer on this core run but keeps the waiter runnable, so on a busy machine the two
+    still share the core with every other task; sleeping takes the waiter off the run queue.
+    Sleeps double from ``min_sleep_s`` up to ``max_sleep_s``, so a flag set during a sleep is
+    seen within ``max_sleep_s`` (plus the kernel's timer slack, 50 us by default on Linux).
+    The spin budget adapts (:meth:`next_spin_polls`): a wait that had to sleep halves it, down
+    to ``min_spin_polls``, since spinning while the peer has no core only delays it; a wait
+    answered before sleeping doubles it back, up to ``spin_polls``.
+    """
+
+    #: most polls that only spin (0: yield at once, for threads and oversubscribed ranks).
+    spin_polls: int = 2000
+    #: fewest, once waits keep ending asleep (a poll is about 0.1 us of Python).
+    min_spin_polls: int = 50
+    #: polls after the spinning that yield before the first sleep: a wait under ~1 ms never
+    #: sleeps (a timer wakeup costs 60-200 us on a VM, up to a scheduler slice under load).
+    yield_polls: int = 1000
+    min_sleep_s: float = 1e-6
+    max_sleep_s: float = 64e-6
+
+    def pause_s(self, poll: int, spin_polls: int) -> float | None:
+        """For poll ``poll`` (1-based) under a spin budget of ``spin_polls``: None to spin, 0.0
+        to yield, else seconds to sleep.
+
+        Monotone in ``poll`` (None before 0.0 before any sleep) and never above ``max_sleep_s``.
+        """
+        if poll <= spin_polls:
+            return None
+        doublings = poll - spin_polls - self.yield_polls - 1
+        if doublings < 0:
+            return 0.0
+        if self.min_sleep_s * 2.0 ** min(doublings, 64) >= self.max_sleep_s:
+            return self.max_sleep_s
+        return self.min_sleep_s * 2.0**doublings
+
+    def next_spin_polls(self, spin_polls: int, polls: int) -> int:
+        """The spin budget after a wait of ``polls`` polls under a budget of ``spin_polls``."""
+        if polls > spin_polls + self.yield_polls:  # it slept
+            return max(min(self.min_spin_polls, self.spin_polls), spin_polls // 2)
+        return min(self.spin_polls, max(1, spin_polls) * 2)
+
+
+class Waiter:
+    """Bounded waits on control-block words: never a hang, and cheap on a busy machine.
+
+    Polls one word following a :class:`Backoff`: spins for up to ``spin_polls`` polls (fewer
+    while recent waits had to sleep), yields the CPU
+    (``sched_yield`` for processes, ``time.sleep(0)`` for threads, which drops the GIL) for
+    ``yield_polls`` more, then sleeps with an exponential backoff capped at ``max_sleep_s``, so
+    a rank whose peer waits for a core gives its own away instead of competing for it. Every 256
+    polls, and on every poll once it sleeps, it checks the abort word, the deadline and (for
+    processes) whether the launcher is still alive. While blocked it publishes whom it waits
+    for; on a timeout it blames the rank at the end of that chain (the one not waiting), sets
+    the abort word and raises :class:`RankTimeout` naming it.
     """
 
     def __init__(
@@ -132,12 +184,16 @@ class Waiter:
         threads: bool = False,
         oversubscribed: bool = False,
         launcher_pid: int | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.control = control
         self.words = control.words
         self.rank = rank
         self.timeout_s = timeout_s
-        self.spin_limit = 0 if (threads or oversubscribed) else 2000
+        if backoff is None:
+            backoff = Backoff(spin_polls=0) if (threads or oversubscribed) else Backoff()
+        self.backoff = backoff
+        self.spin_polls = backoff.spin_polls
         self._yield = (lambda: time.sleep(0)) if threads else os.sched_yield
         self.launcher_pid = launcher_pid
         self._waiting = control.waiting_index(rank)
@@ -190,15 +246,22 @@ class Waiter:
     def wait_ge(self, index: int, value: int, peer: int) -> None:
         """Wait until ``words[index] >= value`` (``peer`` owns the word)."""
         words = self.words
+        backoff = self.backoff
+        spin_polls = self.spin_polls
+        sleep_after = spin_polls + backoff.yield_polls
         polls = 0
         deadline = 0.0
         self.begin(peer)
         try:
             while words[index] < value:
                 polls += 1
-                if polls > self.spin_limit:
-                    self._yield()
-                if polls & 255 == 0:
+                if polls > spin_polls:
+                    pause_s = backoff.pause_s(polls, spin_polls)
+                    if pause_s:
+                        time.sleep(pause_s)
+                    else:
+                        self._yield()
+                if polls & 255 == 0 or polls > sleep_after:
                     self.check(peer)
                     now = time.monotonic()
                     if deadline == 0.0:
@@ -207,3 +270,4 @@ class Waiter:
                         raise self.timed_out(peer)
         finally:
             self.end()
+        self.spin_polls = backoff.next_spin_polls(spin_polls, polls)

@@ -1,8 +1,9 @@
 """This rank's (or, under the local launcher, this thread's) process group: made, found, released.
 
 :func:`init` returns the group the launcher made, one described by ``scaleup run``'s environment
-variables, an MPI group under ``mpiexec``, or else a single-rank local group; torchrun's
-environment without ``scaleup run``'s is refused when ``WORLD_SIZE > 1``. The module-level API
+variables, an MPI group under ``mpiexec``, a shared-memory group formed by a rendezvous at rank 0
+under torchrun's environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``:
+:mod:`scaleup.runtime.rendezvous`), or else a single-rank local group. The module-level API
 (:mod:`scaleup.runtime.api`) acts on :func:`group`.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from scaleup.errors import ExecutionError, UsageError
 from scaleup.runtime.group import ProcessGroup
 from scaleup.runtime.lifecycle import die_with_parent
+from scaleup.runtime.rendezvous import join, torchrun_env
 
 __all__ = [
     "current_group",
@@ -105,10 +106,12 @@ def init(transport: str | None = None, *, timeout_s: float | None = None) -> Pro
         from scaleup.runtime.transports.mpi import MpiTransport
 
         pg = ProcessGroup(MpiTransport(timeout))
+    elif transport in (None, "local", "shm") and (me := torchrun_env(env)) is not None:
+        pg = join(me, transport or "shm", timeout, make_group)
+        sys.excepthook = _one_line_when_stopped_by_peer(me.rank)
     elif transport in (None, "local"):
         from scaleup.runtime.transports.local import LocalTransport, LocalWorld
 
-        _refuse_foreign_launcher(env)
         pg = ProcessGroup(LocalTransport(0, LocalWorld(1), timeout))
     else:
         raise UsageError(
@@ -117,31 +120,6 @@ def init(transport: str | None = None, *, timeout_s: float | None = None) -> Pro
         )
     set_group(pg)
     return pg
-
-
-def _env_int(env: Mapping[str, str], name: str, default: int) -> int:
-    text = env.get(name)
-    if text is None:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise UsageError(f"{text!r} is not an integer", source=name) from None
-
-
-def _refuse_foreign_launcher(env: Mapping[str, str]) -> None:
-    """One clear error for torchrun's ``RANK``/``WORLD_SIZE`` without ``scaleup run``'s
-    variables: joining needs the launcher's segments, and one rank of one would be wrong."""
-    world = _env_int(env, "WORLD_SIZE", 1)
-    rank = _env_int(env, "RANK", 0)
-    if world > 1 or rank != 0:
-        raise UsageError(
-            f"RANK={rank} WORLD_SIZE={world} come from another launcher (torchrun?); "
-            "scaleup's shared-memory groups are set up by its own: run "
-            f"`scaleup run --nproc-per-node {max(world, rank + 1)} script.py` "
-            "(or scaleup.runtime.launch())",
-            source="WORLD_SIZE",
-        )
 
 
 def _one_line_when_stopped_by_peer(me: int) -> Any:

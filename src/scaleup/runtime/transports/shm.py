@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -63,6 +63,8 @@ class ShmTransport(LoadStoreTransport):
         )
         super().__init__(rank, world_size, timeout_s, control, waiter)
         self._segments: dict[int, dict[int, Segment]] = {}
+        #: called once this rank's segments are released (a rendezvous's goodbye and cleanup).
+        self.on_close: Callable[[], None] | None = None
 
     def _name(self, alloc_id: int, rank: int) -> str:
         return f"{self.prefix}r{rank}-a{alloc_id}"
@@ -101,3 +103,6 @@ class ShmTransport(LoadStoreTransport):
             self._release(alloc_id)
         self.control.release()
         self._control_segment.close()
+        if self.on_close is not None:
+            on_close, self.on_close = self.on_close, None
+            on_close()
