@@ -250,7 +250,7 @@ def test_every_device_name_has_one_kind() -> None:
     ("lookup", "bad", "close"),
     [
         (accelerator, "h100", "H100"),
-        (link_tech, "nvlink6", "nvlink5"),
+        (link_tech, "nvlink9", "nvlink5"),
         (switch_chip, "nvswich3", "nvswitch3"),
         (host_spec, "hots", "host"),
         (nic_spec, "ib-ndx", "ib-ndr"),

@@ -82,6 +82,7 @@ LINK_EFFICIENCY: Final = MappingProxyType(
         "nvlink3": 20.0 / 25.0,
         "nvlink4": 20.6 / 25.0,
         "nvlink5": 40.1 / 50.0,
+        "nvlink6": 40.1 / 50.0,  # ESTIMATE: NVLink5's measured ratio; no Rubin measurement yet
         "c2c": 20.6 / 25.0,  # NVLink-C2C uses NVLink-style packets; NVLink4 ratio (ESTIMATE)
         "xgmi": 0.75,
         "ualink": 1.0,
@@ -368,7 +369,8 @@ CTA_BYTES_PER_S: Final = MappingProxyType(
 #: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S` and
 #: :data:`NVLS_EFFICIENCY`.
 ARCH_ALIASES: Final = MappingProxyType(
-    {"hopper": "hopper", "blackwell": "blackwell", "cdna3": "cdna3"}
+    # "rubin": ESTIMATE, Blackwell's per-channel rates and NVLS efficiency until NCCL tunes Rubin.
+    {"hopper": "hopper", "blackwell": "blackwell", "rubin": "blackwell", "cdna3": "cdna3"}
 )
 
 # ---------------------------------------------------------------------------- in-switch reduction

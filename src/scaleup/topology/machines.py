@@ -27,10 +27,13 @@ __all__ = [
     "gb200_nvl72",
     "h100_nvl_pair",
     "hgx_b200",
+    "hgx_blackwell",
     "mi250x_8",
     "mi300x_8",
     "pcie_8",
     "ualink_pod",
+    "with_superchip_hosts",
+    "xgmi_mesh",
 ]
 
 
@@ -174,10 +177,15 @@ def hgx_b200(gpu: str = "B200") -> Topology:
     """HGX B200 8-GPU: 2 NVLink5 switch chips; each B200 has 9 links to each chip (18 links,
     900 GB/s per direction); 8 x 9 = 72 ports fill each chip. Source: NVIDIA HGX B200 / DGX B200
     datasheet ("2x NVLink switch chips", "1.8 TB/s per GPU")."""
-    desc = f"HGX B200: 8 x {gpu}, 2 NVLink5 switch chips, 9 links per GPU per chip"
-    return switched(
-        8, gpu, "nvswitch4", planes=2, links_per_plane=9, name="hgx-b200", description=desc
-    )
+    return hgx_blackwell("hgx-b200", gpu)
+
+
+def hgx_blackwell(name: str, gpu: str) -> Topology:
+    """An 8-GPU HGX Blackwell baseboard named ``name``: 2 NVLink5 switch chips, 9 links from each
+    GPU to each chip (the wiring of :func:`hgx_b200`, shared by HGX B300)."""
+    label = name.upper().replace("-", " ")
+    desc = f"{label}: 8 x {gpu}, 2 NVLink5 switch chips, 9 links per GPU per chip"
+    return switched(8, gpu, "nvswitch4", planes=2, links_per_plane=9, name=name, description=desc)
 
 
 def gb200_nvl72(hosts: bool = False) -> Topology:
@@ -193,20 +201,30 @@ def gb200_nvl72(hosts: bool = False) -> Topology:
     t = switched(
         72, "GB200", "nvswitch4", planes=18, links_per_plane=1, name="gb200-nvl72", description=desc
     )
-    if not hosts:
-        return t
-    grace = [Device(f"cpu{i}", "host", NodeKind.HOST) for i in range(36)]
-    c2c = [Link(f"g{i}", f"cpu{i // 2}", "c2c") for i in range(72)]
-    return Topology(
-        t.name, (*t.devices, *grace), (*t.links, *c2c), description=desc + ", 36 Grace hosts"
-    )
+    return with_superchip_hosts(t, "Grace") if hosts else t
+
+
+def with_superchip_hosts(t: Topology, cpu: str) -> Topology:
+    """``t`` with one CPU socket (``host``, ids ``cpu{i}``) per 2 accelerators, joined to each of
+    them by NVLink-C2C: the Grace (or Vera) CPUs of an NVL72 rack's superchips."""
+    n = len(t.accelerators)
+    grace = [Device(f"cpu{i}", "host", NodeKind.HOST) for i in range(n // 2)]
+    c2c = [Link(f"g{i}", f"cpu{i // 2}", "c2c") for i in range(n)]
+    desc = f"{t.description}, {n // 2} {cpu} hosts"
+    return Topology(t.name, (*t.devices, *grace), (*t.links, *c2c), description=desc)
 
 
 def mi300x_8(accelerator: str = "MI300X") -> Topology:
     """8 x MI300X (AMD Instinct platform): full Infinity Fabric mesh, one xGMI link per pair
     (7 links per GPU), no switch. Source: AMD Instinct MI300X platform data sheet; ROCm docs."""
+    return xgmi_mesh("mi300x-8", accelerator)
+
+
+def xgmi_mesh(name: str, accelerator: str) -> Topology:
+    """8 AMD Instinct OAMs on one baseboard, named ``name``: one xGMI link per pair (7 per GPU),
+    no switch (the wiring of :func:`mi300x_8`, shared by the MI350 series)."""
     desc = f"8 x {accelerator}: full xGMI mesh, one link per pair, no switch"
-    return full_mesh(8, accelerator, name="mi300x-8", description=desc)
+    return full_mesh(8, accelerator, name=name, description=desc)
 
 
 #: xGMI links between the 16 GCDs of an 8 x MI250X node (rank = GCD index), from ROCm/rccl

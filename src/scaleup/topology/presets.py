@@ -39,6 +39,14 @@ from scaleup.topology.machines import (
     pcie_8,
     ualink_pod,
 )
+from scaleup.topology.machines_next import (
+    gaudi3_8,
+    gb300_nvl72,
+    helios_72,
+    hgx_b300,
+    mi355x_8,
+    vr_nvl72,
+)
 from scaleup.topology.model import Topology
 
 __all__ = ["PRESETS", "Preset", "build_preset", "list_presets", "parse_params", "resolve_topology"]
@@ -64,7 +72,15 @@ PRESETS: dict[str, Preset] = {
     "dgx-h200": Preset(dgx_h200, "DGX H200: 8 H200, 4 NVSwitch gen3"),
     "hgx-b200": Preset(hgx_b200, "HGX B200: 8 B200, 2 NVLink5 switch chips, 900 GB/s per GPU"),
     "gb200-nvl72": Preset(gb200_nvl72, "GB200 NVL72: 72 GPUs, 18 NVLink5 switch chips"),
+    "hgx-b300": Preset(hgx_b300, "HGX B300: 8 B300, 2 NVLink5 switch chips, 900 GB/s per GPU"),
+    "gb300-nvl72": Preset(gb300_nvl72, "GB300 NVL72: 72 GPUs, 18 NVLink5 switch chips"),
+    "vr-nvl72": Preset(
+        vr_nvl72, "Vera Rubin NVL72: 72 Rubin, 36 NVLink 6 switch chips, 1.8 TB/s per GPU"
+    ),
     "mi300x-8": Preset(mi300x_8, "8 MI300X: full Infinity Fabric mesh, no switch"),
+    "mi355x-8": Preset(
+        mi355x_8, "8 MI355X (accelerator=MI350X): full Infinity Fabric mesh, no switch"
+    ),
     "mi250x-8": Preset(
         mi250x_8, "8 MI250X = 16 GCDs on Infinity Fabric (Frontier-class node wiring)"
     ),
@@ -72,6 +88,10 @@ PRESETS: dict[str, Preset] = {
         ualink_pod, "UALink 1.0 pod: n accelerators (default 128, up to 1024), 8 switch planes"
     ),
     "h100-nvl-pair": Preset(h100_nvl_pair, "2 H100 PCIe joined by NVLink bridges"),
+    "helios-72": Preset(
+        helios_72, "AMD Helios (estimate): 72 MI455X, UALink over Ethernet, 36 Tomahawk Ultra"
+    ),
+    "gaudi3-8": Preset(gaudi3_8, "Gaudi 3 HLS-3: 8 Gaudi 3, 3 x 200GbE RoCE per pair, no switch"),
 }
 
 
