@@ -1,0 +1,127 @@
+"""The torus / mesh generator: degrees, diameters and bisections against the k-ary n-cube closed
+forms, through the project's analysis functions (the ones ``topo show --json`` reports)."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scaleup import hardware
+from scaleup.errors import UsageError
+from scaleup.topology import analysis as A
+from scaleup.topology.torus import parse_shape, torus, torus_coords, torus_rank
+
+TECH = "nvlink4"  # H100 has 18 links: room for 3 dimensions x 2 directions x 3 links
+LINK_GB = hardware.link_tech(TECH).bandwidth_gb_per_s
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[bool, ...], int]:
+    n_dims = draw(st.integers(1, 3))
+    dims = tuple(draw(st.lists(st.integers(1, 5), min_size=n_dims, max_size=n_dims)))
+    wraps = tuple(draw(st.lists(st.booleans(), min_size=n_dims, max_size=n_dims)))
+    return dims, wraps, draw(st.integers(1, 3))
+
+
+def _undirected(t: object) -> nx.Graph:
+    return nx.Graph(t.to_networkx())  # type: ignore[attr-defined]
+
+
+@given(shapes())
+def test_degree_of_every_node(case: tuple[tuple[int, ...], tuple[bool, ...], int]) -> None:
+    dims, wraps, lpp = case
+    if math.prod(dims) < 2:
+        return
+    t = torus(dims, "H100", tech=TECH, wrap=list(wraps), links_per_pair=lpp)
+    links = dict.fromkeys((d.id for d in t.accelerators), 0)
+    for x in t.links:
+        links[x.a] += x.count
+        links[x.b] += x.count
+    for r, d in enumerate(t.accelerators):
+        c = torus_coords(r, dims)
+        want = 0
+        for ci, k, w in zip(c, dims, wraps, strict=True):
+            if k > 1:
+                want += 2 if w else (ci > 0) + (ci < k - 1)
+        assert links[d.id] == want * lpp
+    g = _undirected(t)
+    for r, d in enumerate(t.accelerators):
+        c = torus_coords(r, dims)
+        neighbours = sum(
+            (1 if k == 2 else 2) if w else (ci > 0) + (ci < k - 1)
+            for ci, k, w in zip(c, dims, wraps, strict=True)
+            if k > 1
+        )
+        assert g.degree(d.id) == neighbours
+
+
+@given(shapes())
+def test_diameter(case: tuple[tuple[int, ...], tuple[bool, ...], int]) -> None:
+    dims, wraps, lpp = case
+    if math.prod(dims) < 2:
+        return
+    t = torus(dims, "H100", tech=TECH, wrap=list(wraps), links_per_pair=lpp)
+    want = sum(k // 2 if w else k - 1 for k, w in zip(dims, wraps, strict=True))
+    assert A.max_hops(t) == want
+    assert nx.diameter(_undirected(t)) == want
+
+
+@given(
+    st.sampled_from([(2, 1), (2, 2), (2, 3), (4, 1), (4, 2), (6, 1), (6, 2), (8, 1), (4, 3)]),
+    st.booleans(),
+)
+def test_bisection_of_k_ary_n_cubes(kn: tuple[int, int], wrap: bool) -> None:
+    """k even: 2 k^(n-1) links across the bisection with wraparound, k^(n-1) without."""
+    k, n = kn
+    t = torus((k,) * n, "H100", tech=TECH, wrap=wrap)
+    links = (2 if wrap else 1) * k ** (n - 1)
+    value, _exact = A.bisection(t)
+    assert value == pytest.approx(links * LINK_GB)
+    assert A.summary(t)["bisection_gb_per_s"] == pytest.approx(links * LINK_GB)
+
+
+def test_coords_round_trip_and_rank_order() -> None:
+    dims = (4, 2, 3)
+    for r in range(math.prod(dims)):
+        assert torus_rank(torus_coords(r, dims), dims) == r
+    assert torus_coords(1, dims) == (1, 0, 0)  # dimension 0 fastest
+
+
+def test_size_two_wrap_doubles_the_pair() -> None:
+    t = torus((2,), "H100", tech=TECH)
+    assert [(x.a, x.b, x.count) for x in t.links] == [("g0", "g1", 2)]
+    assert [(x.a, x.b, x.count) for x in torus((2,), "H100", tech=TECH, wrap=False).links] == [
+        ("g0", "g1", 1)
+    ]
+
+
+def test_per_dimension_links_and_names() -> None:
+    t = torus((4, 4), "H100", tech=TECH, links_per_pair=[1, 2], wrap=[True, False])
+    assert t.name == "torus-mesh-4x4"
+    assert sum(x.count for x in t.links) == 16 + 2 * 12
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "source"),
+    [
+        ({"dims": "4xa"}, "dims"),
+        ({"dims": (4, 0)}, "dims"),
+        ({"dims": (4, 4), "wrap": [True]}, "wrap"),
+        ({"dims": (4, 4), "links_per_pair": 0}, "links_per_pair"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, object], source: str) -> None:
+    with pytest.raises(UsageError) as info:
+        torus(accelerator="H100", tech=TECH, **kwargs)  # type: ignore[arg-type]
+    assert info.value.source == source
+
+
+def test_parse_shape() -> None:
+    assert parse_shape("4X4x8") == (4, 4, 8)
+    assert parse_shape([2, 2]) == (2, 2)
+    with pytest.raises(UsageError):
+        parse_shape("")
