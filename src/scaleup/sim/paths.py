@@ -18,7 +18,8 @@ from scaleup.topology.model import NodeKind, Topology
 
 __all__ = ["FabricPaths", "link_efficiency"]
 
-_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "pcie": 2, "socket": 2,
+_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "ici": 1,
+                    "neuronlink": 1, "pcie": 2, "socket": 2,
                     "infiniband": 3, "ethernet": 3}  # fmt: skip
 
 #: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).

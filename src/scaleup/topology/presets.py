@@ -39,6 +39,7 @@ from scaleup.topology.machines import (
     pcie_8,
     ualink_pod,
 )
+from scaleup.topology.machines_torus import tpu7x, tpu_v5p, trn2_16, trn2_ultraserver
 from scaleup.topology.model import Topology
 
 __all__ = ["PRESETS", "Preset", "build_preset", "list_presets", "parse_params", "resolve_topology"]
@@ -72,6 +73,14 @@ PRESETS: dict[str, Preset] = {
         ualink_pod, "UALink 1.0 pod: n accelerators (default 128, up to 1024), 8 switch planes"
     ),
     "h100-nvl-pair": Preset(h100_nvl_pair, "2 H100 PCIe joined by NVLink bridges"),
+    "tpu-v5p": Preset(
+        tpu_v5p, "TPU v5p slice (shape=4x4x4): 3D torus of ICI, wraparound on whole 4x4x4 cubes"
+    ),
+    "tpu7x": Preset(tpu7x, "TPU7x (Ironwood) slice (shape=4x4x4): 3D torus of ICI, as v5p"),
+    "trn2-16": Preset(trn2_16, "trn2.48xlarge: 16 Trainium2 in a 4x4 NeuronLink-v3 torus"),
+    "trn2-ultraserver": Preset(
+        trn2_ultraserver, "Trn2 UltraServer: 64 Trainium2, 4 servers' 4x4 tori joined in rings"
+    ),
 }
 
 

@@ -64,6 +64,8 @@ def parse_shape(shape: str | Sequence[int], *, source: str = "shape") -> tuple[i
     >>> parse_shape("4x4x8")
     (4, 4, 8)
     """
+    if not isinstance(shape, (list, tuple)):
+        shape = str(shape)  # a preset parameter typed as one number ("shape=4")
     if isinstance(shape, str):
         try:
             dims = tuple(int(p) for p in shape.lower().split("x"))
