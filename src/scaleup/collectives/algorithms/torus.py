@@ -60,7 +60,9 @@ def _dims(value: Any, nranks: int) -> tuple[int, ...]:
     try:
         dims = tuple(check_int("dims", k) for k in value)
     except TypeError as error:
-        raise UsageError(f"parameter dims={value!r} is not a list of sizes", source="dims") from error
+        raise UsageError(
+            f"parameter dims={value!r} is not a list of sizes", source="dims"
+        ) from error
     if not dims:
         raise UsageError("parameter dims needs at least one size", source="dims")
     return dims
