@@ -25,12 +25,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from scaleup import hardware, limits
 from scaleup.errors import UsageError
 from scaleup.topology.model import Device, Link, NodeKind, Topology
 
-__all__ = ["parse_shape", "torus", "torus_coords", "torus_rank"]
+__all__ = ["TorusTopology", "dor_route", "parse_shape", "torus", "torus_coords", "torus_rank"]
+
+
+@dataclass(frozen=True, eq=False)
+class TorusTopology(Topology):
+    """A :class:`~scaleup.topology.model.Topology` built by :func:`torus`, which also knows its
+    grid: ``dims`` and ``wrap`` per dimension. The simulator routes it in dimension order
+    (:func:`dor_route`); equality and hashing are the plain Topology's (the links are the
+    fabric), and a copy rebuilt without the grid (a file, ``Nx``) routes by shortest paths."""
+
+    dims: tuple[int, ...] = ()
+    wrap: tuple[bool, ...] = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "dims": self.dims, "wrap": self.wrap}
+
+
+def dor_route(t: TorusTopology, src: int, dst: int) -> list[int]:
+    """Ranks visited from rank ``src`` to ``dst`` by dimension-order routing: dimension 0 first,
+    then 1, ...; in each, the shorter way round (wraparound dimensions; ``+`` on a tie), so the
+    route is a shortest path and a translate of a route is the translate's route.
+
+    >>> dor_route(torus((4, 4), "H100", tech="nvlink4"), 0, 15)
+    [0, 3, 15]
+    """
+    here = list(torus_coords(src, t.dims))
+    goal = torus_coords(dst, t.dims)
+    route = [src]
+    for d, (k, w) in enumerate(zip(t.dims, t.wrap, strict=True)):
+        ahead = (goal[d] - here[d]) % k
+        shorter_forward = ahead <= k - ahead if w else goal[d] > here[d]
+        sign = 1 if shorter_forward else -1
+        while here[d] != goal[d]:
+            here[d] = (here[d] + sign) % k
+            route.append(torus_rank(here, t.dims))
+    return route
 
 
 def torus_coords(rank: int, dims: Sequence[int]) -> tuple[int, ...]:
@@ -137,8 +174,13 @@ def torus(
             links.append(Link(f"g{r}", f"g{torus_rank(nxt, shape)}", tech, count))
     label = "x".join(map(str, shape))
     kind_name = "torus" if all(wraps) else "mesh" if not any(wraps) else "torus-mesh"
-    return Topology(
-        name or f"{kind_name}-{label}", tuple(devices), tuple(links), description=description
+    return TorusTopology(
+        name or f"{kind_name}-{label}",
+        tuple(devices),
+        tuple(links),
+        description=description,
+        dims=shape,
+        wrap=tuple(wraps),
     )
 
 
