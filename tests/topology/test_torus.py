@@ -7,36 +7,45 @@ import math
 
 import networkx as nx
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scaleup import hardware
 from scaleup.errors import UsageError
 from scaleup.topology import analysis as A
-from scaleup.topology.torus import parse_shape, torus, torus_coords, torus_rank
+from scaleup.topology.torus import (
+    TorusTopology,
+    parse_shape,
+    torus,
+    torus_coords,
+    torus_rank,
+)
 
 TECH = "nvlink4"  # H100 has 18 links: room for 3 dimensions x 2 directions x 3 links
 LINK_GB = hardware.link_tech(TECH).bandwidth_gb_per_s
 
 
+Case = tuple[tuple[int, ...], tuple[bool, ...], int, TorusTopology]
+
+
 @st.composite
-def shapes(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[bool, ...], int]:
+def tori(draw: st.DrawFn) -> Case:
+    """A torus / mesh / mix of 1-3 dimensions of size 1-5, 1-3 links per pair, >= 2 chips."""
     n_dims = draw(st.integers(1, 3))
     dims = tuple(draw(st.lists(st.integers(1, 5), min_size=n_dims, max_size=n_dims)))
+    assume(math.prod(dims) >= 2)
     wraps = tuple(draw(st.lists(st.booleans(), min_size=n_dims, max_size=n_dims)))
-    return dims, wraps, draw(st.integers(1, 3))
+    lpp = draw(st.integers(1, 3))
+    return dims, wraps, lpp, torus(dims, "H100", tech=TECH, wrap=list(wraps), links_per_pair=lpp)
 
 
 def _undirected(t: object) -> nx.Graph:
     return nx.Graph(t.to_networkx())  # type: ignore[attr-defined]
 
 
-@given(shapes())
-def test_degree_of_every_node(case: tuple[tuple[int, ...], tuple[bool, ...], int]) -> None:
-    dims, wraps, lpp = case
-    if math.prod(dims) < 2:
-        return
-    t = torus(dims, "H100", tech=TECH, wrap=list(wraps), links_per_pair=lpp)
+@given(tori())
+def test_degree_of_every_node(case: Case) -> None:
+    dims, wraps, lpp, t = case
     links = dict.fromkeys((d.id for d in t.accelerators), 0)
     for x in t.links:
         links[x.a] += x.count
@@ -59,12 +68,9 @@ def test_degree_of_every_node(case: tuple[tuple[int, ...], tuple[bool, ...], int
         assert g.degree(d.id) == neighbours
 
 
-@given(shapes())
-def test_diameter(case: tuple[tuple[int, ...], tuple[bool, ...], int]) -> None:
-    dims, wraps, lpp = case
-    if math.prod(dims) < 2:
-        return
-    t = torus(dims, "H100", tech=TECH, wrap=list(wraps), links_per_pair=lpp)
+@given(tori())
+def test_diameter(case: Case) -> None:
+    dims, wraps, _, t = case
     want = sum(k // 2 if w else k - 1 for k, w in zip(dims, wraps, strict=True))
     assert A.max_hops(t) == want
     assert nx.diameter(_undirected(t)) == want

@@ -188,7 +188,7 @@ def _stride(shape: Sequence[int], d: int) -> int:
     return math.prod(shape[:d])
 
 
-def _per_dim(key: str, value: object, n_dims: int, kind: type) -> list:  # type: ignore[type-arg]
+def _per_dim(key: str, value: object, n_dims: int, kind: type) -> list[Any]:
     """``value`` for every dimension: one value repeated, or a sequence of ``n_dims`` values."""
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return [value] * n_dims
