@@ -11,8 +11,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scaleup import hardware
-from scaleup.errors import UsageError
+from scaleup.errors import TopologyFileError, UsageError
 from scaleup.topology import analysis as A
+from scaleup.topology.io import dumps, loads
 from scaleup.topology.torus import (
     TorusTopology,
     parse_shape,
@@ -131,3 +132,33 @@ def test_parse_shape() -> None:
     assert parse_shape([2, 2]) == (2, 2)
     with pytest.raises(UsageError):
         parse_shape("")
+
+
+def test_file_round_trip_keeps_the_grid() -> None:
+    t = torus((4, 2), "H100", tech=TECH, wrap=[True, False])
+    text = dumps(t)
+    assert "torus_dims = [4, 2]\ntorus_wrap = [true, false]\n" in text
+    back = loads(text)
+    assert isinstance(back, TorusTopology)
+    assert back == t
+    assert (back.dims, back.wrap) == ((4, 2), (True, False))
+    plain = loads(text.replace("torus_dims = [4, 2]\ntorus_wrap = [true, false]\n", ""))
+    assert not isinstance(plain, TorusTopology)
+    assert plain != t
+
+
+@pytest.mark.parametrize(
+    ("replace", "match"),
+    [
+        ("torus_dims = [8, 1]", None),  # a valid other reading: 8 in a ring needs g3-g4 etc.
+        ("torus_dims = [3, 2]", "exactly 6 accelerators"),
+        ("torus_wrap = [true]", "one flag per size"),
+    ],
+)
+def test_file_grid_is_checked(replace: str, match: str | None) -> None:
+    text = dumps(torus((4, 2), "H100", tech=TECH, wrap=[True, False]))
+    key = replace.split(" = ")[0]
+    start = text.index(key)
+    text = text[:start] + replace + text[text.index("\n", start) :]
+    with pytest.raises(TopologyFileError, match=match or "is not linked"):
+        loads(text)

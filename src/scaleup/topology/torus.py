@@ -37,13 +37,46 @@ __all__ = ["TorusTopology", "dor_route", "parse_shape", "torus", "torus_coords",
 
 @dataclass(frozen=True, eq=False)
 class TorusTopology(Topology):
-    """A :class:`~scaleup.topology.model.Topology` built by :func:`torus`, which also knows its
-    grid: ``dims`` and ``wrap`` per dimension. The simulator routes it in dimension order
-    (:func:`dor_route`); equality and hashing are the plain Topology's (the links are the
-    fabric), and a copy rebuilt without the grid (a file, ``Nx``) routes by shortest paths."""
+    """A :class:`~scaleup.topology.model.Topology` that also knows its grid: ``dims`` and
+    ``wrap`` per dimension (built by :func:`torus`, or read from a file's ``torus_dims`` /
+    ``torus_wrap``). The simulator routes it in dimension order (:func:`dor_route`); a copy
+    rebuilt without the grid (``Nx``, a sub-topology) is a plain Topology and routes by shortest
+    paths. Checked on construction: the devices are exactly the ``prod(dims)`` accelerators, in
+    rank order, and every pair of grid neighbours is linked."""
 
     dims: tuple[int, ...] = ()
     wrap: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "dims", tuple(self.dims))
+        object.__setattr__(self, "wrap", tuple(self.wrap))
+        n = math.prod(self.dims)
+        if not self.dims or len(self.wrap) != len(self.dims):
+            raise self._error(f"torus_wrap needs one flag per size of {list(self.dims)}", None)
+        if len(self.devices) != n or len(self.accelerators) != n:
+            raise self._error(f"a {list(self.dims)} torus holds exactly {n} accelerators", None)
+        linked = {frozenset((x.a, x.b)) for x in self.links}
+        ids = [d.id for d in self.devices]
+        for r in range(n):
+            c = torus_coords(r, self.dims)
+            for d, (k, w) in enumerate(zip(self.dims, self.wrap, strict=True)):
+                if k > 1 and (w or c[d] < k - 1):
+                    nxt = list(c)
+                    nxt[d] = (c[d] + 1) % k
+                    if frozenset((ids[r], ids[torus_rank(nxt, self.dims)])) not in linked:
+                        raise self._error(
+                            f"torus neighbour of {ids[r]} in dimension {d} is not linked", ids[r]
+                        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TorusTopology)
+            and super().__eq__(other) is True
+            and (self.dims, self.wrap) == (other.dims, other.wrap)
+        )
+
+    __hash__ = Topology.__hash__
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "dims": self.dims, "wrap": self.wrap}
