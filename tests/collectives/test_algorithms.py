@@ -91,7 +91,8 @@ def test_channels_tag_ops() -> None:
 
 def test_registry_queries() -> None:
     assert set(ALGORITHMS) == {
-        *("ring", "tree", "recursive", "direct", "allpairs", "nvls", "hierarchical", "nvls_tree")
+        *("ring", "tree", "recursive", "direct", "allpairs", "nvls", "hierarchical", "nvls_tree"),
+        "torus",
     }
     assert algorithms_for("all_to_all") == ["direct"]
     assert "tree" in algorithms_for("broadcast")

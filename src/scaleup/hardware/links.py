@@ -17,7 +17,10 @@ from scaleup.units import GB
 
 __all__ = ["LinkFamily", "LinkScope", "LinkTech"]
 
-LinkFamily = Literal["nvlink", "pcie", "xgmi", "ualink", "infiniband", "ethernet", "socket", "c2c"]
+LinkFamily = Literal[
+    "nvlink", "pcie", "xgmi", "ualink", "infiniband", "ethernet", "socket", "c2c",
+    "ici", "neuronlink",
+]  # fmt: skip
 LinkScope = Literal["scale-up", "host", "scale-out"]
 
 
@@ -31,7 +34,7 @@ class LinkTech:
         Catalog name, e.g. ``"nvlink4"``.
     family
         Technology family (``nvlink``, ``pcie``, ``xgmi``, ``ualink``, ``infiniband``,
-        ``ethernet``, ``socket``, ``c2c``).
+        ``ethernet``, ``socket``, ``c2c``, ``ici`` (TPU), ``neuronlink`` (Trainium)).
     scope
         ``scale-up`` (accelerator fabric), ``host`` (CPU/root complex side) or ``scale-out``.
     bandwidth_gb_per_s

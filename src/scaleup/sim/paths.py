@@ -15,10 +15,12 @@ from scaleup import hardware
 from scaleup.errors import NoRouteError
 from scaleup.sim import params as P
 from scaleup.topology.model import NodeKind, Topology
+from scaleup.topology.torus import TorusTopology, dor_route
 
 __all__ = ["FabricPaths", "link_efficiency"]
 
-_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "pcie": 2, "socket": 2,
+_CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "ici": 1,
+                    "neuronlink": 1, "pcie": 2, "socket": 2,
                     "infiniband": 3, "ethernet": 3}  # fmt: skip
 
 #: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).
@@ -74,6 +76,7 @@ class FabricPaths:
             )
         self._dist: dict[tuple[bool, int], np.ndarray] = {}
         self._paths: dict[tuple[int, int], PathSplit] = {}
+        self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
 
     # ---- distances -----------------------------------------------------------------------
     def prepare(self, devices: np.ndarray) -> None:
@@ -102,6 +105,9 @@ class FabricPaths:
         cached = self._paths.get(key)
         if cached is not None:
             return cached
+        if self._torus is not None:  # devices are the ranks, in rank order
+            self._paths[key] = self._dor_path(self._torus, src, dst)
+            return self._paths[key]
         for with_hosts in (False, True):
             ds = self.distance(with_hosts, src)
             dd = self.distance(with_hosts, dst)  # channels come in pairs: the graph is symmetric
@@ -146,6 +152,22 @@ class FabricPaths:
         result = (edges, frac, inflow, float(arrive[dst]), link_class)
         self._paths[key] = result
         return result
+
+    def _dor_path(self, t: TorusTopology, src: int, dst: int) -> PathSplit:
+        """The one dimension-order route of a torus (:func:`~scaleup.topology.torus.dor_route`):
+        every byte on it, each chip on the way storing and forwarding."""
+        route = dor_route(t, src, dst)
+        index = t.channel_index
+        ids = [d.id for d in t.devices]
+        edges = np.array(
+            [index[(ids[a], ids[b])] for a, b in zip(route, route[1:], strict=False)],
+            dtype=np.int64,
+        )
+        inflow = np.zeros(self.n_devices)
+        inflow[route[1:-1]] = 1.0
+        latency = float(self.ch_latency[edges].sum() + self.dev_latency[route[1:-1]].sum())
+        link_class = int(self.ch_class[edges].max()) if len(edges) else 0
+        return edges, np.ones(len(edges)), inflow, latency, link_class
 
 
 def _cap_fanout(eu: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from scaleup.errors import ScaleupError, TopologyFileError
 from scaleup.files import parse_toml, read_text, validate
 from scaleup.topology.model import Device, Link, Topology
 from scaleup.topology.schema import TopologyFile
+from scaleup.topology.torus import TorusTopology
 
 __all__ = ["dumps", "load_topology", "loads", "save_topology"]
 
@@ -56,9 +57,16 @@ def loads(text: str, *, source: str = "<string>") -> Topology:
             )
             for x in model.links
         ]
-        return Topology(
-            model.name, tuple(devices), tuple(links), model.peer_access, model.description
-        )
+        if model.torus_dims is None and model.torus_wrap is None:
+            return Topology(
+                model.name, tuple(devices), tuple(links), model.peer_access, model.description
+            )
+        dims = tuple(model.torus_dims or ())
+        wrap = tuple(model.torus_wrap if model.torus_wrap is not None else [True] * len(dims))
+        return TorusTopology(
+            model.name, tuple(devices), tuple(links), model.peer_access, model.description,
+            dims=dims, wrap=wrap,
+        )  # fmt: skip
     except ScaleupError as error:
         raise type(error)(error.message, source=source, entry=error.entry) from None
 
@@ -120,6 +128,9 @@ def dumps(topology: Topology) -> str:
         lines.append(f"description = {_str(topology.description)}")
     if not topology.peer_access:
         lines.append("peer_access = false")
+    if isinstance(topology, TorusTopology):
+        lines.append(f"torus_dims = [{', '.join(map(str, topology.dims))}]")
+        lines.append(f"torus_wrap = [{', '.join('true' if w else 'false' for w in topology.wrap)}]")
     for d in topology.devices:
         lines += ["", "[[devices]]", f"id = {_str(d.id)}", f"type = {_str(d.type)}"]
         if d.node:

@@ -47,6 +47,7 @@ from scaleup.topology.machines_next import (
     mi355x_8,
     vr_nvl72,
 )
+from scaleup.topology.machines_torus import tpu7x, tpu_v5p, trn2_16, trn2_ultraserver
 from scaleup.topology.model import Topology
 
 __all__ = ["PRESETS", "Preset", "build_preset", "list_presets", "parse_params", "resolve_topology"]
@@ -92,6 +93,14 @@ PRESETS: dict[str, Preset] = {
         helios_72, "AMD Helios (estimate): 72 MI455X, UALink over Ethernet, 36 Tomahawk Ultra"
     ),
     "gaudi3-8": Preset(gaudi3_8, "Gaudi 3 HLS-3: 8 Gaudi 3, 3 x 200GbE RoCE per pair, no switch"),
+    "tpu-v5p": Preset(
+        tpu_v5p, "TPU v5p slice (shape=4x4x4): 3D torus of ICI, wraparound on whole 4x4x4 cubes"
+    ),
+    "tpu7x": Preset(tpu7x, "TPU7x (Ironwood) slice (shape=4x4x4): 3D torus of ICI, as v5p"),
+    "trn2-16": Preset(trn2_16, "trn2.48xlarge: 16 Trainium2 in a 4x4 NeuronLink-v3 torus"),
+    "trn2-ultraserver": Preset(
+        trn2_ultraserver, "Trn2 UltraServer: 64 Trainium2, 4 servers' 4x4 tori joined in rings"
+    ),
 }
 
 

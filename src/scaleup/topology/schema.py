@@ -6,6 +6,8 @@ File format (DESIGN.md), with the optional keys scaleup adds::
     name = "two-h100"
     description = "..."        # optional, free text
     peer_access = true         # optional (default true); false = no P2P load/store (--no-p2p)
+    torus_dims = [4, 4]        # optional: the accelerators form this grid (dimension 0 fastest);
+    torus_wrap = [true, true]  #   routed in dimension order (default: wraparound everywhere)
 
     [[devices]]
     id = "g0"
@@ -64,5 +66,7 @@ class TopologyFile(_Strict):
     name: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
     description: StrictStr = ""
     peer_access: StrictBool = True
+    torus_dims: list[StrictInt] | None = Field(default=None, min_length=1, max_length=16)
+    torus_wrap: list[StrictBool] | None = Field(default=None, min_length=1, max_length=16)
     devices: list[DeviceEntry] = Field(min_length=1, max_length=MAX_DEVICES)
     links: list[LinkEntry] = Field(default_factory=list, max_length=MAX_LINKS)

@@ -179,7 +179,8 @@ def _fabric_allows(
         return blocks and analysis.nvls_tree_capable(topology, ranks)
     if name == "hierarchical":
         return multi_node
-    return True
+    # torus needs dims= matching the fabric: chosen by hand (--algo torus), never tuned
+    return name != "torus"
 
 
 def enabled_protocols(

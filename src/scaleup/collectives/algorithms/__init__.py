@@ -34,6 +34,7 @@ from scaleup.collectives.algorithms import (
     nvls_tree,
     recursive,
     ring,
+    torus,
     tree,
 )
 from scaleup.collectives.algorithms._common import local_copy_schedule
@@ -152,6 +153,16 @@ _register(
         nvls_tree.check,
     )
 )
+_register(
+    Algorithm(
+        "torus",
+        "a ring per torus dimension: reduce-scatter along dims 0, 1, ..., all-gather in reverse",
+        torus.BUILDERS,
+        torus.PARAMS,
+        torus.normalise,
+        torus.check,
+    )
+)
 
 
 def _lookup(name: str) -> Algorithm:
@@ -203,7 +214,7 @@ def build_schedule(name: str, spec: CollectiveSpec, **params: Any) -> Schedule:
     ----------
     name
         A key of :data:`ALGORITHMS` (``ring``, ``tree``, ``recursive``, ``direct``, ``nvls``,
-        ``hierarchical``, ``nvls_tree``).
+        ``hierarchical``, ``nvls_tree``, ``torus``).
     spec
         The collective, world size and element count.
     **params

@@ -88,6 +88,7 @@ PER_LANE: dict[str, dict[str, PerLane]] = {
     "nvls": {"*": _multicast, "broadcast": _fan, "reduce": _fan},
     "hierarchical": {"*": _hierarchical},
     "nvls_tree": {"*": _nvls_tree},
+    "torus": {"*": _quadratic},
 }
 
 
