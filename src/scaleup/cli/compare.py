@@ -134,6 +134,8 @@ def compare_cmd(
     if not texts:
         raise UsageError("no size given", source="--sizes")
     sizes_bytes = tuple(parse_size(s, source="--sizes") for s in texts)
+    if html is not None and not html.parent.is_dir():  # before minutes of simulation
+        raise UsageError(f"no directory {str(html.parent)!r} for the page", source="--html")
     with render.activity("compare") as step:
         rows = compare(topologies, sizes_bytes=sizes_bytes, model=model, tp=tp, progress=step)
     if html is not None:
