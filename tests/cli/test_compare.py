@@ -32,7 +32,8 @@ def _cells(line: str, sep: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def table() -> dict[str, list[str]]:
-    """The printed table of the three fabrics at one size (about 5 s: the tests using it are slow): ``{row name: cells}``, header at ``""``."""
+    """The printed table of the three fabrics at one size, ``{row name: cells}`` with the header
+    at ``""`` (about 5 s: the tests using it are slow)."""
     result = _run(*FABRICS, "--sizes", SIZE)
     assert result.exit_code == 0, result.output
     rows: dict[str, list[str]] = {}

@@ -31,9 +31,7 @@ def plot_busbw(
     return fig
 
 
-def busbw_figure(
-    series: Mapping[str, Sequence[BenchRow]], *, title: str | None = None
-) -> Any:
+def busbw_figure(series: Mapping[str, Sequence[BenchRow]], *, title: str | None = None) -> Any:
     """The Figure of :func:`plot_busbw` (busbw vs size, one line per label), unsaved."""
     fig = new_figure(8, 4.8)
     ax = fig.add_subplot(1, 1, 1)
