@@ -86,7 +86,7 @@ def test_table_busbw_equals_bench_json(table, collective) -> None:
 
 @pytest.mark.slow
 def test_table_has_the_model_step(table) -> None:
-    step = next(v for k, v in table.items() if k.endswith("TP 8 step"))
+    step = table["llama-3-8b step (TP 8)"]
     assert all(re.fullmatch(r"[\d.,]+ s", cell) for cell in step), step
     share = table["exposed communication share"]
     assert all(re.fullmatch(r"[\d.]+%", cell) for cell in share), share
@@ -161,3 +161,17 @@ def test_unwritable_html_exits_2(tmp_path: Path) -> None:
     result = _run("pcie-8", "--sizes", "64K", "--html", str(tmp_path / "no" / "x.html"))
     assert result.exit_code == 2, result.output
     assert "--html" in result.output
+
+
+def test_cells_say_does_not_fit_and_cannot_run() -> None:
+    """llama-70b does not fit 8 or 2 x 80 GB (TP 8 and TP 2: the TP shows in each cell); TP 3
+    does not divide llama-3-8b's 32 heads."""
+    result = _run("pcie-8", "h100-nvl-pair", "--sizes", "64K", "--model", "llama-70b")
+    assert result.exit_code == 0, result.output
+    step = next(line for line in result.output.splitlines() if "llama-3-70b step" in line)
+    assert step.count("does not fit") == 2
+    assert "(TP 8)" in step
+    assert "(TP 2)" in step
+    result = _run("pcie-8", "--sizes", "64K", "--tp", "3")
+    assert result.exit_code == 0, result.output
+    assert "cannot run: tp=3 must divide the 32 attention heads" in result.output

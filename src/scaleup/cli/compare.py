@@ -24,11 +24,11 @@ from scaleup.units import GB, format_bytes, parse_size
 __all__ = ["compare_cmd", "html_report", "register", "table_cells"]
 
 
-def _model_text(cell: ModelCell) -> tuple[str, str]:
+def _model_text(cell: ModelCell, with_tp: bool) -> tuple[str, str]:
     """(step cell, communication-share cell) of the model row."""
     if cell.skipped is not None:
         return f"cannot run: {cell.skipped}", "-"
-    step = f"{cell.step_time_s or 0.0:,.3f} s"
+    step = f"{cell.step_time_s or 0.0:,.3f} s" + (f" (TP {cell.tp})" if with_tp else "")
     if not cell.fits:
         need, have = cell.memory_per_device_bytes / GB, cell.hbm_per_device_bytes / GB
         step = f"does not fit ({need:,.1f} GB/dev of {have:,.1f}); {step}"
@@ -53,12 +53,14 @@ def table_cells(rows: list[FabricRow]) -> tuple[list[str], list[list[str]]]:
                     *(f"{r.busbw_gb_per_s(op, size):,.1f}" for r in rows),
                 ]
             )
-    if first.model is not None:
-        cells = [_model_text(r.model) if r.model is not None else ("-", "-") for r in rows]
-        names = {(r.model.model, r.model.tp) for r in rows if r.model is not None}
-        label = ", ".join(f"{m} TP {tp}" for m, tp in sorted(names))
-        body.append([f"{label} step", *(c[0] for c in cells)])
-        body.append(["exposed communication share", *(c[1] for c in cells)])
+    cells = [r.model for r in rows if r.model is not None]
+    if cells:
+        tps = {c.tp for c in cells}
+        per_cell = len(tps) > 1  # TP in each cell when the fabrics got different ones
+        texts = [_model_text(r.model, per_cell) if r.model else ("-", "-") for r in rows]
+        label = f"{cells[0].model} step" + ("" if per_cell else f" (TP {tps.pop()})")
+        body.append([label, *(t[0] for t in texts)])
+        body.append(["exposed communication share", *(t[1] for t in texts)])
     return header, body
 
 
