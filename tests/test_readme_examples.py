@@ -36,7 +36,13 @@ SKIP = (
     "examples/sweep.toml",
 )
 #: Blocks that take ten seconds or more (a substring of one of their commands): marked slow.
-SLOW_BLOCKS = ("topo draw", "--plot busbw.png", "scaleup run ", "scaleup plan ")
+SLOW_BLOCKS = (
+    "topo draw",
+    "--plot busbw.png",
+    "scaleup run ",
+    "scaleup plan ",
+    "scaleup compare ",
+)
 #: Commands that take many minutes (the whole example sweep, ~400 points, on a local cluster): a
 #: slow test of their own, apart from their block's other commands (which do not depend on them).
 SLOW_COMMANDS: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from typing import Any
 from scaleup.cli.plot_axes import human_label, new_figure, save_figure, set_size_axis
 from scaleup.report import BenchRow
 
-__all__ = ["plot_busbw"]
+__all__ = ["busbw_figure", "plot_busbw"]
 
 
 def plot_busbw(
@@ -26,6 +26,13 @@ def plot_busbw(
     title
         Figure title (default: the collective of the first row).
     """
+    fig = busbw_figure(series, title=title)
+    save_figure(fig, path)
+    return fig
+
+
+def busbw_figure(series: Mapping[str, Sequence[BenchRow]], *, title: str | None = None) -> Any:
+    """The Figure of :func:`plot_busbw` (busbw vs size, one line per label), unsaved."""
     fig = new_figure(8, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     collective, sizes = "", list[int]()
@@ -44,5 +51,4 @@ def plot_busbw(
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_lines():
         ax.legend(loc="upper left", title="topology")
-    save_figure(fig, path)
     return fig

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["Table", "about_lines", "html_page", "markdown_page", "slug"]
+__all__ = ["Table", "about_lines", "html_document", "html_page", "markdown_page", "slug"]
 
 #: A titled table: (title, header, rows of cells).
 Table = tuple[str, list[str], list[list[str]]]
@@ -62,6 +62,19 @@ def html_page(
     title: str, out: Path, images: list[str], tables: list[Table], about: Sequence[str] = ()
 ) -> str:
     """``index.html``: the tables, then the PNGs in ``out`` embedded, so nothing links outside."""
+    pngs = [(name, (out / name).read_bytes()) for name in images]
+    return html_document(title, pngs, tables, about)
+
+
+def html_document(
+    title: str,
+    images: Sequence[tuple[str, bytes]],
+    tables: list[Table],
+    about: Sequence[str] = (),
+    footer: Sequence[str] = (),
+) -> str:
+    """A self-contained HTML page: ``about``, the tables, the PNGs (``(caption, bytes)``)
+    embedded as base64 data URIs, then ``footer``."""
     esc = html.escape
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
@@ -79,11 +92,14 @@ def html_page(
         parts.append("</table>")
     if images:
         parts.append("<h2>Plots</h2>")
-    for name in images:
-        data = base64.b64encode((out / name).read_bytes()).decode("ascii")
+    for name, png in images:
+        data = base64.b64encode(png).decode("ascii")
         parts.append(
             f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{esc(name)}</figcaption></figure>"
         )
+    if footer:
+        parts.append("<footer class='about'>" + "<br>".join(esc(line) for line in footer))
+        parts.append("</footer>")
     parts.append("</body></html>")
     return "\n".join(parts)
