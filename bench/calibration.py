@@ -364,7 +364,8 @@ MODEL_NOTES: tuple[str, ...] = (
     "channels at 64 KiB on 8 GPUs): it moved the 64 KiB rows that were too fast toward the "
     "measurements (GB200 -16.8% -> -15.7%, B200 -12.2% -> -11.0%, A100 -39.8% -> -36.5%; the "
     "LL ring now runs on 2 channels there and the chained tree, whose LL threshold is not "
-    "multiplied by the rank count, on 16, wins).",
+    "multiplied by the rank count, on 16, wins; the B200 all_gather at 64 KiB, -5.0% -> -2.5%, "
+    "runs its LL ring on fewer channels; the MI250X 1 KiB row moved by 0.2 points).",
     "**Library constants by vendor**: AMD systems (MI300X, MI250X) are timed with RCCL's own "
     "latency tables (ROCm/rccl @0cbce2a7 src/graph/tuning.cc: baseLat 12/12/17 us, the xGMI "
     "('NVLINK' slot) and NET rows of the platform set RCCL's node model selects, net overhead 2 "
