@@ -126,8 +126,10 @@ def read_nccl_env(env: Mapping[str, str]) -> NcclEnv:
     """The overrides that NCCL's variables in ``env`` ask for (see the module docstring).
 
     >>> e = read_nccl_env({"NCCL_ALGO": "^nvls,PAT", "NCCL_PROTO": "Simple"})
-    >>> sorted(e.algorithms), sorted(e.protocols)
-    (['direct', 'hierarchical', 'nvls_tree', 'recursive', 'ring', 'tree'], ['simple'])
+    >>> sorted(e.algorithms)
+    ['allpairs', 'direct', 'hierarchical', 'nvls_tree', 'recursive', 'ring', 'torus', 'tree']
+    >>> sorted(e.protocols)
+    ['simple']
     >>> read_nccl_env({"NCCL_NVLS_ENABLE": "0", "NCCL_ALGO": "nvls,ring"}).algorithms
     frozenset({'ring'})
     """
