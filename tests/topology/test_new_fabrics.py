@@ -158,3 +158,29 @@ def test_vr_nvl72_ring_all_reduce_busbw_by_hand() -> None:
     assert row.time_us == pytest.approx(wire_us + 553.6, rel=0.02)
     assert row.busbw_gb_per_s <= wire_gb_per_s
     assert row.busbw_gb_per_s == pytest.approx(wire_gb_per_s, rel=0.05)
+
+
+def test_in_network_reduction_beyond_nvswitch() -> None:
+    """Issue 15 item 3: any scale-up switch the catalog marks as reducing enables the in-switch
+    reduction algorithm (``nvls``), not only NVLink SHARP; a scale-up Ethernet link is a
+    scale-up link class (no NET step latency) and not a scale-out link."""
+    from scaleup.sim.paths import _link_class
+    from scaleup.topology import analysis
+    from scaleup.tune import BenchRequest, TuneSession
+    from scaleup.tune.channel_graph import is_network
+
+    helios = resolve_topology("helios-72")
+    assert analysis.nvls_capable(helios)  # 36 Tomahawk Ultra planes, in-switch AllReduce
+    assert not analysis.nvls_capable(resolve_topology("ualink-pod:n=16"))  # UALink 1.0: none
+    assert not analysis.nvls_capable(resolve_topology("gaudi3-8"))  # no switch at all
+    assert _link_class("ualink-eth") == _link_class("nvlink5") == 1
+    assert _link_class("eth-400g") == 3  # a NIC's Ethernet stays the network class
+    assert not is_network("ualink-eth")
+    assert is_network("eth-400g")
+    (choice,) = TuneSession().sweep(helios, BenchRequest(sizes_bytes=(1 << 30,)))
+    assert choice.algorithm == "nvls"
+    # by hand: without in-network reduction no algorithm's busbw exceeds what a GPU's links
+    # carry (36 x 50 GB/s x Ethernet payload efficiency 0.95 = 1,710 GB/s); the switch
+    # reduction moves S(1 + 1/N) per link instead of 2S(N-1)/N, so busbw goes above it
+    busbw = (1 << 30) / choice.time_s * 2 * 71 / 72 / 1e9
+    assert busbw > 36 * 50 * 0.95

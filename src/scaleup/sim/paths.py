@@ -23,6 +23,18 @@ _CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "ici": 1,
                     "neuronlink": 1, "pcie": 2, "socket": 2,
                     "infiniband": 3, "ethernet": 3}  # fmt: skip
 
+
+def _link_class(tech: str) -> int:
+    """The simulator's link class of a link technology (1 scale-up, 2 host, 3 network): by its
+    family, except that an Ethernet link the catalog scopes as scale-up (Gaudi 3's on-die RoCE
+    ports, UALink over Ethernet) is a scale-up link: the accelerator drives it without a host
+    proxy, so the library's NET step latencies (a proxy thread and a NIC per step) do not apply."""
+    link = hardware.link_tech(tech)
+    if str(link.scope) == "scale-up":
+        return 1
+    return _CLASS_OF_FAMILY.get(str(link.family), 1)
+
+
 #: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).
 PathSplit = tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
 
@@ -58,8 +70,7 @@ class FabricPaths:
         self.ch_src = np.array([dev_index[c.src] for c in channels], dtype=np.int64)
         self.ch_dst = np.array([dev_index[c.dst] for c in channels], dtype=np.int64)
         self.ch_latency = np.array([c.latency_s for c in channels])
-        self.ch_class = np.array([_CLASS_OF_FAMILY.get(str(hardware.link_tech(c.tech).family), 1)
-                                  for c in channels], dtype=np.int64)  # fmt: skip
+        self.ch_class = np.array([_link_class(c.tech) for c in channels], dtype=np.int64)
         eff = {tech: link_efficiency(tech) for tech in {c.tech for c in channels}}
         self.ch_capacity = np.array([c.bandwidth_bytes_per_s * eff[c.tech] for c in channels])
         # graphs for hop-count BFS: without hosts (preferred) and with them

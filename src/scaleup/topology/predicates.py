@@ -42,22 +42,29 @@ def rank_nodes(t: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ..
 
 
 def nvls_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
-    """Whether NVLink SHARP applies to the group: peer access on, every rank in one server (or
-    switch domain), and every switch a rank's NVLink-family links reach reduces in the switch
-    (links of other families, to hosts or NICs, are left out). A rank with no NVLink switch at
-    all does not qualify."""
+    """Whether in-switch reduction (NVLink SHARP, or any scale-up switch the catalog marks as
+    reducing: UALink 2.0 in-network compute, Tomahawk Ultra's in-switch collectives) applies to
+    the group: peer access on, every rank in one server (or switch domain), and every switch a
+    rank's scale-up links reach reduces in the switch (links to hosts or NICs and scale-out links
+    are left out). A rank with no scale-up switch at all does not qualify."""
     if not t.peer_access:
         return False
     devices = _rank_devices(t, ranks)
     if len({d.node for d in devices}) > 1:
         return False
     for channels in _channels_out(t, devices).values():
-        ends = [t.device(c.dst) for c in channels]
+        ends = [t.device(c.dst) for c in channels if _scale_up(c.tech)]
         specs = [hardware.switch_chip(d.type) for d in ends if d.kind is NodeKind.SWITCH]
-        nvlink = [s for s in specs if s.link_tech and _family(s.link_tech) == "nvlink"]
-        if not nvlink or not all(s.in_switch_reduction for s in nvlink):
+        if not specs or not all(s.in_switch_reduction for s in specs):
             return False
     return True
+
+
+def _scale_up(tech: str) -> bool:
+    """Whether a link technology is a scale-up link (the catalog's scope; NVLink-family links
+    count whatever their scope, as NVLink SHARP did before scopes were consulted)."""
+    link = hardware.link_tech(tech)
+    return str(link.scope) == "scale-up" or str(link.family) == "nvlink"
 
 
 def nvls_tree_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:

@@ -33,8 +33,9 @@ Load = tuple[tuple[int, float], ...]  #: (arc index, fraction of a channel's byt
 
 
 def is_network(tech: str) -> bool:
-    """Whether a link technology is scale-out (InfiniBand, Ethernet)."""
-    return str(hardware.link_tech(tech).family) in ("infiniband", "ethernet")
+    """Whether a link technology is scale-out (InfiniBand, Ethernet not scoped as scale-up)."""
+    link = hardware.link_tech(tech)  # Ethernet scoped as scale-up (UALink over Ethernet) is not
+    return str(link.family) in ("infiniband", "ethernet") and str(link.scope) != "scale-up"
 
 
 def merge(*loads: Load) -> Load:

@@ -66,7 +66,8 @@ class GroupFabric:
 
 
 def _is_network(tech: str) -> bool:
-    return str(hardware.link_tech(tech).family) in ("infiniband", "ethernet")
+    link = hardware.link_tech(tech)  # Ethernet scoped as scale-up (UALink over Ethernet) is not
+    return str(link.family) in ("infiniband", "ethernet") and str(link.scope) != "scale-up"
 
 
 class _FabricIndex:
