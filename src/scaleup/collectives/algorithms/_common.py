@@ -35,6 +35,7 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
 __all__ = [
+    "normalise_lanes",
     "chains",
     "check_int",
     "local_copies",
@@ -59,6 +60,16 @@ def split(total: int, parts: int) -> tuple[np.ndarray, np.ndarray]:
     sizes = np.full(parts, total // parts, dtype=np.int64) + (np.arange(parts) < total % parts)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     return offsets, sizes
+
+
+def normalise_lanes(spec: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``channels`` and ``chunks``: the whole ``normalise`` of an algorithm whose only
+    parameters are its lanes."""
+    return {
+        **params,
+        "channels": check_int("channels", params.get("channels", 1)),
+        "chunks": check_int("chunks", params.get("chunks", 1)),
+    }
 
 
 def check_int(name: str, value: Any, *, minimum: int = 1) -> int:

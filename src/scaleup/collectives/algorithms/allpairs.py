@@ -25,8 +25,8 @@ from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
     SCRATCH,
-    check_int,
     local_copies,
+    normalise_lanes,
     split,
     table_builder,
 )  # fmt: skip
@@ -38,13 +38,7 @@ __all__ = ["BUILDERS", "PARAMS", "all_reduce", "normalise"]
 PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1}
 
 
-def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels`` and ``chunks``."""
-    return {
-        **params,
-        "channels": check_int("channels", params.get("channels", 1)),
-        "chunks": check_int("chunks", params.get("chunks", 1)),
-    }
+normalise = normalise_lanes
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:

@@ -33,8 +33,8 @@ from scaleup.collectives.algorithms._common import (
     NONE,
     OUTPUT,
     SCRATCH,
-    check_int,
     local_copies,
+    normalise_lanes,
     split,
 )  # fmt: skip
 from scaleup.collectives.build import ScheduleBuilder
@@ -46,13 +46,7 @@ __all__ = ["BUILDERS", "PARAMS", "normalise", "virtual_ranks"]
 PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1}
 
 
-def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels`` and ``chunks``."""
-    return {
-        **params,
-        "channels": check_int("channels", params.get("channels", 1)),
-        "chunks": check_int("chunks", params.get("chunks", 1)),
-    }
+normalise = normalise_lanes
 
 
 def virtual_ranks(n: int) -> tuple[int, int, np.ndarray]:
