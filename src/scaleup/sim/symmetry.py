@@ -44,9 +44,11 @@ from scipy.sparse.csgraph import connected_components
 from scaleup.sim.rank_ops import RankOps
 
 if TYPE_CHECKING:
+    from scaleup.sim.network import Network
     from scaleup.sim.simulate import CompiledSchedule
+    from scaleup.topology.model import Topology
 
-__all__ = ["Generator", "Symmetry", "find_symmetry"]
+__all__ = ["Generator", "Symmetry", "device_image", "find_symmetry", "network_image"]
 
 
 @dataclass(frozen=True)
@@ -125,13 +127,13 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
     """Whether the devices can follow a plain shift of the ranks by ``shift`` (whole servers):
     a cheap test that skips the server shifts a fat tree's leaves cannot follow."""
     n = c.schedule.nranks
-    return _device_image(c, (np.arange(n) + shift) % n) is not None
+    return device_image(c.net, c.topology, (np.arange(n) + shift) % n) is not None
 
 
 def _generator(c: CompiledSchedule, ranks: RankOps, target: int) -> Generator | None:
     for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
-        tau = None if sigma is None else _device_image(c, sigma)
+        tau = None if sigma is None else device_image(c.net, c.topology, sigma)
         if sigma is None or tau is None:  # no permutation, or the fabric cannot follow it
             continue
         kappa = ranks.tag_map(sigma)
@@ -162,24 +164,23 @@ def _orbits(n_ops: int, generators: tuple[Generator, ...]) -> Symmetry:
     return Symmetry(generators, first[order], position[label], size[order])
 
 
-def _device_image(c: CompiledSchedule, sigma: np.ndarray) -> np.ndarray | None:
-    """The device permutation ``sigma`` induces: accelerators move with their ranks, every
-    other device goes where its neighbours go (:func:`_match_neighbours`), or None."""
-    net = c.net
+def device_image(net: Network, topology: Topology, sigma: np.ndarray) -> np.ndarray | None:
+    """The device permutation the rank permutation ``sigma`` induces: accelerators move with
+    their ranks, every other device goes where its neighbours go (:func:`_match_neighbours`),
+    or None."""
     tau = np.full(net.n_devices, -1, dtype=np.int64)
     acc = net.acc_devices
     tau[acc[: len(sigma)]] = acc[sigma]
-    return _match_neighbours(c, tau)
+    return _match_neighbours(net, topology, tau)
 
 
-def _match_neighbours(c: CompiledSchedule, tau: np.ndarray) -> np.ndarray | None:
+def _match_neighbours(net: Network, topology: Topology, tau: np.ndarray) -> np.ndarray | None:
     """Extend ``tau`` to the devices it leaves open: each goes to a device of its type that
     neighbours the images of its mapped neighbours (itself when it does)."""
-    net = c.net
     open_ = [int(d) for d in np.flatnonzero(tau < 0)]
     if not open_:
         return tau
-    types = [d.type for d in c.topology.devices]
+    types = [d.type for d in topology.devices]
     nbrs: dict[int, set[int]] = {}
     for a, b in zip(net.ch_src.tolist(), net.ch_dst.tolist(), strict=True):
         nbrs.setdefault(a, set()).add(b)
@@ -205,19 +206,17 @@ def _match_neighbours(c: CompiledSchedule, tau: np.ndarray) -> np.ndarray | None
     return tau
 
 
-def _constraint_image(
-    c: CompiledSchedule, tau: np.ndarray, kappa: dict[int, int]
-) -> np.ndarray | None:
-    """Image of every network constraint and thread block under the device permutation ``tau``
-    (from :func:`_device_image`) and the tag map ``kappa`` (-1: unknown)."""
-    net = c.net
+def network_image(net: Network, tau: np.ndarray) -> np.ndarray | None:
+    """Image of every network constraint (channels, HBMs, host links and memories) under the
+    device permutation ``tau`` (from :func:`device_image`; -1: unknown), or None when an
+    accelerator does not map to an accelerator."""
     n_dev, n_acc = net.n_devices, len(net.acc_devices)
     rank_of_dev = np.full(n_dev, -1, dtype=np.int64)
     rank_of_dev[net.acc_devices] = np.arange(n_acc)
     acc_image = rank_of_dev[tau[net.acc_devices]]  # accelerator index -> its image's
     if (acc_image < 0).any():
         return None
-    image = np.full(net.n_constraints + c.n_cta, -1, dtype=np.int64)
+    image = np.full(net.n_constraints, -1, dtype=np.int64)
     # channels: the channel between the images of its ends (the k-th of parallel ones)
     code = net.ch_src * n_dev + net.ch_dst
     ok = (tau[net.ch_src] >= 0) & (tau[net.ch_dst] >= 0)
@@ -244,6 +243,22 @@ def _constraint_image(
         for dev, row in net.host_mem_of_device.items():
             target = int(tau[dev])
             image[row] = net.host_mem_of_device.get(target, -1) if target >= 0 else -1
+    return image
+
+
+def _constraint_image(
+    c: CompiledSchedule, tau: np.ndarray, kappa: dict[int, int]
+) -> np.ndarray | None:
+    """Image of every network constraint and thread block under the device permutation ``tau``
+    (from :func:`device_image`) and the tag map ``kappa`` (-1: unknown)."""
+    net = c.net
+    network = network_image(net, tau)
+    if network is None:
+        return None
+    rank_of_dev = np.full(net.n_devices, -1, dtype=np.int64)
+    rank_of_dev[net.acc_devices] = np.arange(len(net.acc_devices))
+    acc_image = rank_of_dev[tau[net.acc_devices]]
+    image = np.r_[network, np.full(c.n_cta, -1, dtype=np.int64)]
     # thread blocks: (issuing rank, channel tag) -> (its image, same tag)
     ctas = list(zip(c.cta_rank.tolist(), c.cta_channel.tolist(), strict=True))
     key = {cta: j for j, cta in enumerate(ctas)}

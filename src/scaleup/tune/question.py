@@ -15,17 +15,27 @@ from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import ScheduleError, SimulationError
+from scaleup.collectives.algorithms.ring import ROW_BUILDERS
 from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
+from scaleup.sim.pattern import RingPattern
 from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
-from scaleup.tune.checks import REFERENCE_BLOCKS
+from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPS
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
 
 if TYPE_CHECKING:
     from scaleup.tune.search import TuneSession
 
-__all__ = ["Question", "Timed"]
+__all__ = ["PATTERN_MIN_RANKS", "Question", "Timed"]
+
+#: Smallest world size whose ring all_reduce / all_gather / reduce_scatter is timed from its
+#: representative chains (:class:`~scaleup.sim.pattern.RingPattern`) instead of the whole op
+#: table: 4 servers of 8. Below, the whole table is small (~20k ops) and costs milliseconds;
+#: from here on it grows as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels).
+PATTERN_MIN_RANKS = 32
+
+Structure = CompiledSchedule | RingPattern
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,7 @@ class Question:
         self.collective, self.group, self.dtype, self.redop, self.root = key
         self.shape = session.shape(topology, self.group)
         self.nranks = self.shape.nranks
-        self.compiled: dict[tuple[str, int, int], CompiledSchedule] = {}
+        self.compiled: dict[tuple[str, int, int], Structure] = {}
         self.timed: dict[tuple[Candidate, int], Timed] = {}
         self.failed: dict[tuple[str, int, int], str] = {}
         self._fabric: GroupFabric | None = None
@@ -85,7 +95,7 @@ class Question:
         params = self.params(algorithm, channels)
         return build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params)
 
-    def compiled_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule | None:
+    def compiled_for(self, algorithm: str, channels: int, chunks: int) -> Structure | None:
         """The reference structure, compiled once, unchecked (only explanations of pruned
         candidates ask: the search itself never builds a structure to bound it); None when it
         cannot be built or compiled."""
@@ -102,10 +112,19 @@ class Question:
         network = self.session.network(self.topology)
         return compile_schedule(schedule, self.topology, ranks=self.group, network=network)
 
-    def checked_for(self, algorithm: str, channels: int, chunks: int) -> CompiledSchedule:
-        """The reference structure, checked in lanes before it is first compiled."""
+    def checked_for(self, algorithm: str, channels: int, chunks: int) -> Structure:
+        """The reference structure, checked in lanes before it is first compiled; a ring's
+        representative chains where :meth:`_pattern` holds."""
         key = (algorithm, channels, chunks)
         compiled = self.compiled.get(key)
+        if isinstance(compiled, RingPattern):
+            return compiled
+        if compiled is None:
+            pattern = self._pattern(algorithm, channels, chunks)
+            if pattern is not None:
+                self._check_pattern(pattern)
+                self.compiled[key] = pattern
+                return pattern
         schedule = (
             compiled.schedule
             if compiled is not None
@@ -116,12 +135,38 @@ class Question:
             compiled = self.compiled[key] = self._compile(schedule)
         return compiled
 
+    def _pattern(self, algorithm: str, channels: int, chunks: int) -> RingPattern | None:
+        """The ring's representative chains (:class:`~scaleup.sim.pattern.RingPattern`), when
+        the structure is a ring all_reduce / all_gather / reduce_scatter of at least
+        :data:`PATTERN_MIN_RANKS` ranks over every accelerator, the session is not exact or
+        explaining (explanations read the whole table), and the pattern holds; else None."""
+        s = self.session
+        if (algorithm != "ring" or self.collective not in ROW_BUILDERS or chunks != 1
+                or self.group is not None or self.nranks < PATTERN_MIN_RANKS or s.exact
+                or s.observer is not None):  # fmt: skip
+            return None
+        count = self.reference_count(channels, chunks)
+        spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
+        params = {"channels": channels, "chunks": chunks, **self.params(algorithm, channels)}
+        return RingPattern.of(algorithm, spec, params, self.topology, s.network(self.topology))
+
+    def _check_pattern(self, pattern: RingPattern) -> str:
+        """The lanes check of a pattern's structure (its ``params`` are the whole schedule's),
+        where two of its lanes are small enough to replay; else ``"unchecked"``."""
+        n = self.nranks
+        if 3 * 2 * n * (n - 1) > VERIFY_MAX_OPS:
+            return "unchecked"
+        return self.session.checked.check_lanes(pattern.schedule)
+
     def confirm(self, cand: Candidate, chunks: int) -> str | None:
         """The exact check of a chosen structure: its verdict, or None (and the structure marked
         failed) when it is wrong."""
         structure = (cand.algorithm, cand.channels, chunks)
         try:
-            return self.session.checked.check_exact(self.compiled[structure].schedule)
+            compiled = self.compiled[structure]
+            if isinstance(compiled, RingPattern):
+                return self._check_pattern(compiled)
+            return self.session.checked.check_exact(compiled.schedule)
         except ScheduleError as error:
             self.failed[structure] = error.one_line()
             return None

@@ -43,7 +43,9 @@ from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import COLLECTIVES, CollectiveSpec
 from scaleup.errors import UnsupportedCollective, UsageError
 
-__all__ = ["ALGORITHMS", "Algorithm", "algorithms_for", "build_schedule", "supports"]
+__all__ = [
+    "ALGORITHMS", "Algorithm", "algorithms_for", "build_schedule", "prepare_params", "supports",
+]  # fmt: skip
 
 Builder = Callable[[CollectiveSpec, dict[str, Any]], Schedule]
 
@@ -205,6 +207,12 @@ def _prepare(
     if reason is not None:
         raise UnsupportedCollective(f"algorithm {name} cannot run {spec.name}: {reason}")
     return algorithm, merged
+
+
+def prepare_params(name: str, spec: CollectiveSpec, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters ``build_schedule(name, spec, **params)`` would build with: defaults filled
+    in and checked (what ``schedule.params`` records)."""
+    return _prepare(name, spec, params)[1]
 
 
 def build_schedule(name: str, spec: CollectiveSpec, **params: Any) -> Schedule:

@@ -34,6 +34,8 @@ the other way round, accumulating in scratch). Chunk ``c`` at hop ``t`` has step
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,7 +56,10 @@ from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
-__all__ = ["BUILDERS", "PARAMS", "Lanes", "lanes", "normalise"]
+__all__ = [
+    "BUILDERS", "PARAMS", "ROW_BUILDERS", "Built", "Lanes", "Rows", "chain_starts", "lanes",
+    "normalise", "row_counts",
+]  # fmt: skip
 
 PARAMS: dict[str, Any] = {"channels": None, "chunks": 1, "bidirectional": False, "orders": None}
 
@@ -120,12 +125,87 @@ def lanes(n: int, params: dict[str, Any]) -> Lanes:
     return Lanes(np.asarray(orders, dtype=np.int64), np.asarray(channel), np.asarray(chunk))
 
 
+@dataclass(frozen=True)
+class Rows:
+    """Which chains to build: ``kept`` row ids (``lane * n + block``, ascending), ``rep[r]`` the
+    index in ``kept`` of the chain that stands for row ``r`` (what a dependency on row ``r``
+    points at), and ``ranks``, whose per-rank ops are kept (all_gather's local copies)."""
+
+    kept: np.ndarray
+    rep: np.ndarray
+    ranks: np.ndarray
+
+
+@dataclass(frozen=True)
+class Built:
+    """A schedule and, when built for :class:`Rows`, every op's group: the index in
+    ``rows.kept`` of its chain, or ``len(rows.kept) + i`` for the per-rank op of
+    ``rows.ranks[i]`` (None for a whole schedule)."""
+
+    schedule: Schedule
+    op_group: np.ndarray | None
+
+
+def chain_starts(collective: str, ln: Lanes, n: int) -> np.ndarray:
+    """The ring position every row's chain starts at, (R * n,) in row order: all_reduce's block
+    ``j`` at position ``j``; all_gather's at its owner; reduce_scatter's one after its owner. A
+    rank permutation that moves lane ``l`` onto lane ``l'`` shifted by ``s`` moves row ``(l, p)``'s
+    chain onto the chain starting at ``(l', p + s)``: that is how :mod:`scaleup.sim.lane_orbits`
+    finds the rows that behave alike."""
+    if collective == "all_reduce":
+        return np.tile(np.arange(n), len(ln))
+    shift = 0 if collective == "all_gather" else 1
+    return ((ln.positions + shift) % n).ravel()
+
+
+def row_counts(spec: CollectiveSpec, params: dict[str, Any]) -> np.ndarray:
+    """Every row's element count (R * n,), in row order: the size of its chain's ops."""
+    n, ln = spec.nranks, lanes(spec.nranks, params)
+    if spec.collective == "all_reduce":
+        reg_size = split(spec.count, len(ln))[1]
+        return np.concatenate([split(int(s), n)[1] for s in reg_size])
+    return np.repeat(split(spec.block_count, len(ln))[1], n)
+
+
+ROW_BUILDERS: dict[str, Callable[[CollectiveSpec, dict[str, Any], Rows | None], Built]] = {}
+
+
+def _kept(rows: Rows | None, total: int) -> np.ndarray:
+    return np.arange(total) if rows is None else rows.kept
+
+
+def _succ(rows: Rows | None, succ: np.ndarray) -> np.ndarray:
+    """Row ids as indices of the built rows: themselves, or their representatives."""
+    return succ if rows is None else rows.rep[succ]
+
+
+def _built(
+    b: ScheduleBuilder, rows: Rows | None, chain_ids: tuple[np.ndarray, ...],
+    local: np.ndarray | None = None,
+) -> Built:  # fmt: skip
+    schedule = b.build()
+    if rows is None:
+        return Built(schedule, None)
+    group = np.full(schedule.n_ops, -1, dtype=np.int64)
+    for ids in chain_ids:
+        owner = np.broadcast_to(np.arange(len(ids))[:, None], ids.shape)
+        group[ids[ids >= 0]] = owner[ids >= 0]
+    if local is not None:
+        group[local[local >= 0]] = len(rows.kept) + np.flatnonzero(local >= 0)
+    return Built(schedule, group)
+
+
 def _builder(spec: CollectiveSpec, params: dict[str, Any], scratch: int = 0) -> ScheduleBuilder:
     return table_builder(spec, "ring", scratch_count=scratch, params=params)
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     """Ring all_reduce: reduce-scatter + all-gather over every lane (see module docstring)."""
+    return all_reduce_rows(spec, params, None).schedule
+
+
+def all_reduce_rows(spec: CollectiveSpec, params: dict[str, Any], rows: Rows | None) -> Built:
+    """:func:`all_reduce` for the chains ``rows`` keeps (all of them when None)."""
     n, ln = spec.nranks, lanes(spec.nranks, params)
     b = _builder(spec, params)
     r_count = len(ln)
@@ -133,25 +213,22 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     rel = np.array([split(int(s), n)[0] for s in reg_size])  # (R, n) block offsets in region
     bsize = np.array([split(int(s), n)[1] for s in reg_size])
     boff = reg_off[:, None] + rel  # (R, n)
-    ranks_at = ln.orders  # (R, n) by position
-    j = np.arange(n)
-    pos = (j[:, None] + np.arange(n)[None, :]) % n  # pos[j, t]: block j's chain, RS
-    lane_idx = np.repeat(np.arange(r_count), n)
-    block_idx = np.tile(j, r_count)
-    rs_ranks = ranks_at[lane_idx[:, None], pos[block_idx]]  # (R*n, n)
+    row = _kept(rows, r_count * n)
+    lane_idx, block_idx = row // n, row % n  # block j starts at ring position j
+    hop = np.arange(n)[None, :]
+    rs_ranks = ln.orders[lane_idx[:, None], (block_idx[:, None] + hop) % n]  # (rows, n)
     off = boff[lane_idx, block_idx]
     cnt = bsize[lane_idx, block_idx]
     ch = ln.channel[lane_idx]
     hops = np.arange(n - 1)
     # block j+1's hop t-1 reaches the rank that block j's hop t reaches (same lane)
-    succ = lane_idx * n + (block_idx + 1) % n
-    rs, _ = reduce_chains(
+    succ = _succ(rows, lane_idx * n + (block_idx + 1) % n)
+    rs, copies = reduce_chains(
         b, rs_ranks, np.where(hops == 0, INPUT, OUTPUT), OUTPUT, off[:, None], off[:, None],
         off[:, None], cnt, succ=succ, channel=ch, step=hops[None, :],
     )  # fmt: skip
-    ag_pos = (j[:, None] - 1 + np.arange(n)[None, :]) % n
-    ag_ranks = ranks_at[lane_idx[:, None], ag_pos[block_idx]]
-    chains(
+    ag_ranks = ln.orders[lane_idx[:, None], (block_idx[:, None] - 1 + hop) % n]
+    ag = chains(
         b,
         OpKind.COPY,
         ag_ranks,
@@ -164,21 +241,26 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         channel=ch,
         step=(n - 1 + hops)[None, :],
     )
-    return b.build()
+    return _built(b, rows, (rs, copies, ag))
 
 
 def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     """Ring reduce_scatter: block j's pieces travel from the owner's successor round to rank j."""
+    return reduce_scatter_rows(spec, params, None).schedule
+
+
+def reduce_scatter_rows(
+    spec: CollectiveSpec, params: dict[str, Any], rows: Rows | None
+) -> Built:
+    """:func:`reduce_scatter` for the chains ``rows`` keeps (all of them when None)."""
     n, ln, blk = spec.nranks, lanes(spec.nranks, params), spec.block_count
     b = _builder(spec, params, scratch=spec.input_count)
     r_count = len(ln)
     poff, psize = split(blk, r_count)
-    j = np.arange(n)
-    lane_idx = np.repeat(np.arange(r_count), n)
-    block_idx = np.tile(j, r_count)
-    owner_pos = ln.positions[lane_idx, block_idx]
-    pos = (owner_pos[:, None] + 1 + np.arange(n)[None, :]) % n
-    ranks = ln.orders[lane_idx[:, None], pos]  # (R*n, n), last = owner
+    row = _kept(rows, r_count * n)
+    lane_idx, block_idx = row // n, row % n  # block j is owned by rank j
+    start = (ln.positions[lane_idx, block_idx] + 1) % n  # the chain starts after its owner
+    ranks = ln.orders[lane_idx[:, None], (start[:, None] + np.arange(n)[None, :]) % n]
     hops = np.arange(n - 1)
     last = hops == n - 2
     src_buf = np.where(hops == 0, INPUT, SCRATCH)
@@ -186,31 +268,35 @@ def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     off = block_idx * blk + poff[lane_idx]
     dst_off = np.where(last[None, :], poff[lane_idx][:, None], off[:, None])
     # the block owned one position further on reaches the same receiver one hop earlier
-    succ = lane_idx * n + ln.orders[lane_idx, (owner_pos + 1) % n]
-    reduce_chains(
+    succ = _succ(rows, lane_idx * n + ln.orders[lane_idx, start])
+    red, copies = reduce_chains(
         b, ranks, src_buf, dst_buf, off[:, None], dst_off, off[:, None], psize[lane_idx],
         succ=succ, channel=ln.channel[lane_idx], step=hops[None, :],
     )  # fmt: skip
-    return b.build()
+    return _built(b, rows, (red, copies))
 
 
 def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     """Ring all_gather: each owner copies its block locally and sends it round the ring."""
+    return all_gather_rows(spec, params, None).schedule
+
+
+def all_gather_rows(spec: CollectiveSpec, params: dict[str, Any], rows: Rows | None) -> Built:
+    """:func:`all_gather` for the chains (and owners' local copies) ``rows`` keeps."""
     n, ln, blk = spec.nranks, lanes(spec.nranks, params), spec.block_count
     b = _builder(spec, params)
     r_count = len(ln)
     poff, psize = split(blk, r_count)
-    j = np.arange(n)
-    local_copies(b, j, INPUT, 0, OUTPUT, j * blk, blk)
-    lane_idx = np.repeat(np.arange(r_count), n)
-    block_idx = np.tile(j, r_count)
-    owner_pos = ln.positions[lane_idx, block_idx]
-    pos = (owner_pos[:, None] + np.arange(n)[None, :]) % n
-    ranks = ln.orders[lane_idx[:, None], pos]
+    j = np.arange(n) if rows is None else rows.ranks
+    local = local_copies(b, j, INPUT, 0, OUTPUT, j * blk, blk)
+    row = _kept(rows, r_count * n)
+    lane_idx, block_idx = row // n, row % n  # block j is owned by rank j
+    start = ln.positions[lane_idx, block_idx]  # the chain starts at its owner
+    ranks = ln.orders[lane_idx[:, None], (start[:, None] + np.arange(n)[None, :]) % n]
     hops = np.arange(n - 1)
     off = block_idx * blk + poff[lane_idx]
     src_off = np.where(hops[None, :] == 0, poff[lane_idx][:, None], off[:, None])
-    chains(
+    ids = chains(
         b,
         OpKind.COPY,
         ranks,
@@ -222,7 +308,7 @@ def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         channel=ln.channel[lane_idx],
         step=hops[None, :],
     )
-    return b.build()
+    return _built(b, rows, (ids,), local)
 
 
 def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
@@ -312,3 +398,6 @@ BUILDERS = {
     "reduce": reduce,
     "send_recv": send_recv,
 }
+ROW_BUILDERS.update(
+    all_reduce=all_reduce_rows, reduce_scatter=reduce_scatter_rows, all_gather=all_gather_rows
+)

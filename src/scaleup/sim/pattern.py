@@ -1,0 +1,274 @@
+"""Ring collectives simulated from their representative chains, never built in full.
+
+A ring all_reduce of 1,024 ranks on 8 channels is ~25 million ops; built, compiled and searched
+for symmetry it needs gigabytes (docs/models.md §6). Its symmetry is visible in the rings alone
+(:mod:`scaleup.sim.lane_orbits`), so :class:`RingPattern` finds the orbits of the chains first,
+builds only one chain per orbit (:data:`~scaleup.collectives.algorithms.ring.ROW_BUILDERS`, with
+dependencies on other chains pointed at their representatives: the quotient DAG), compiles those
+ops alone, and runs the flow-class quotient of :mod:`scaleup.sim.quotient` over them: a
+representative with multiplicity ``|F|`` puts ``|F| / |C|`` of its usage on each constraint orbit
+``C``, which is weighted progressive filling, with the per-flow solve's rates. Memory and time
+follow the representatives (ranks x channels / group order chains) instead of the ops.
+
+What is checked before the pattern is trusted, so that its result is the exact run's: every
+generator maps lanes onto lanes and the fabric onto itself (capacities, latencies, accelerator
+types); chains of one orbit carry the same count; every representative's route, mapped by each
+generator, is the route the simulator takes between the mapped ranks (same constraints, same
+coefficients, same latency); constraint orbits are closed under every generator and thread
+blocks of one orbit have one capacity. Anything else (a failed link, an uneven mesh, a subset of
+ranks, a pipelined run) returns None and the caller builds the whole schedule.
+``scaleup bench --exact`` never takes this path; tests/sim/test_pattern.py compares the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scaleup.collectives.algorithms import prepare_params
+from scaleup.collectives.algorithms.ring import ROW_BUILDERS, Rows, chain_starts, lanes, row_counts
+from scaleup.collectives.schedule import OpKind, Schedule
+from scaleup.collectives.spec import CollectiveSpec, itemsize
+from scaleup.errors import UsageError
+from scaleup.sim.fairshare import get_solver
+from scaleup.sim.lane_orbits import LaneGenerator, Orbits, lane_generators, orbits
+from scaleup.sim.network import Network
+from scaleup.sim.protocols import Protocol, protocol
+from scaleup.sim.quotient import Quotient
+from scaleup.sim.run import Run
+from scaleup.sim.simulate import CompiledSchedule
+from scaleup.sim.symmetry import Symmetry
+from scaleup.sim.timeline import SimResult
+from scaleup.topology.model import Topology
+
+__all__ = ["RingPattern"]
+
+_RTOL = 1e-9
+
+
+class RingPattern:
+    """A ring all_reduce, all_gather or reduce_scatter as its representative chains, compiled;
+    :meth:`run` and :meth:`lower_bound_s` as on a :class:`~scaleup.sim.CompiledSchedule`.
+    Build with :meth:`of` (None where the pattern does not hold, see module)."""
+
+    def __init__(
+        self, compiled: CompiledSchedule, multiplicity: np.ndarray, generators: tuple[Any, ...],
+        n_ops_full: int,
+    ) -> None:  # fmt: skip
+        self.compiled = compiled
+        #: the representative ops, as a Schedule (its ``params`` are the full schedule's)
+        self.schedule: Schedule = compiled.schedule
+        self.multiplicity = multiplicity
+        self.generators = generators
+        #: how many ops the full schedule has
+        self.n_ops_full = n_ops_full
+        self._quotients: dict[str, Quotient | None] = {}
+        self._unit: dict[str, float] = {}
+
+    @classmethod
+    def of(
+        cls, algorithm: str, spec: CollectiveSpec, params: dict[str, Any], topology: Topology,
+        network: Network | None = None,
+    ) -> RingPattern | None:  # fmt: skip
+        """The pattern of ``build_schedule(algorithm, spec, **params)`` on ``topology`` (the
+        first ``spec.nranks`` accelerators), or None where it does not hold."""
+        if algorithm != "ring" or spec.collective not in ROW_BUILDERS or spec.nranks < 2:
+            return None
+        params = prepare_params(algorithm, spec, params)
+        n = spec.nranks
+        ln = lanes(n, params)
+        net = Network(topology) if network is None else network
+        gens = lane_generators(ln.orders, topology, net)
+        if not gens:
+            return None
+        start = chain_starts(spec.collective, ln, n)
+        row_at = np.empty((len(ln), n), dtype=np.int64)  # (lane, start position) -> row
+        row_at[np.repeat(np.arange(len(ln)), n), start] = np.arange(len(ln) * n)
+        lane_of = np.arange(len(ln) * n) // n
+        row_images = [
+            row_at[g.lane_image[lane_of], (start + g.shift[lane_of]) % n] for g in gens
+        ]
+        counts = row_counts(spec, params)
+        if any(not np.array_equal(counts[img], counts) for img in row_images):
+            return None  # chains of one orbit must carry the same count
+        rows = orbits(len(ln) * n, row_images)
+        ranks = orbits(n, [g.sigma for g in gens])
+        built = ROW_BUILDERS[spec.collective](
+            spec, params, Rows(rows.first, rows.label, ranks.first)
+        )
+        assert built.op_group is not None  # noqa: S101 - built for rows
+        mult = np.r_[rows.size, ranks.size][built.op_group].astype(np.float64)
+        compiled = CompiledSchedule(built.schedule, topology, None, net)
+        if not all(_routes_follow(compiled, g) for g in gens):
+            return None
+        full = int(np.r_[rows.size, ranks.size][built.op_group].sum())
+        return cls(compiled, mult, gens, full)
+
+    # ---- the quotient --------------------------------------------------------------------
+    def quotient(self, proto: Protocol) -> Quotient | None:
+        """The flow-class system for ``proto`` over the representatives, cached (None when a
+        constraint orbit is not closed or thread blocks of an orbit differ)."""
+        if proto.name not in self._quotients:
+            parts = _pattern_system(self, proto)
+            sym = Symmetry((), np.arange(len(self.multiplicity)), np.arange(len(self.multiplicity)),
+                           self.multiplicity.astype(np.int64))  # fmt: skip
+            self._quotients[proto.name] = (
+                None if parts is None else Quotient(self.compiled, sym, parts)
+            )
+        return self._quotients[proto.name]
+
+    def run(
+        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0,
+        solver: str = "maxmin", step_bytes: float | None = None, exact: bool = False,
+    ) -> SimResult:  # fmt: skip
+        """Time the collective (see :meth:`~scaleup.sim.CompiledSchedule.run`); the result's
+        per-op arrays hold the representatives. ``exact``, another solver or ``step_bytes``
+        are the full schedule's business: a UsageError."""
+        if exact or solver != "maxmin" or step_bytes is not None:
+            raise UsageError(
+                "a ring pattern runs flow classes with the maxmin solver, unpipelined; "
+                "build the whole schedule for exact, other solvers or step_bytes",
+                source="pattern",
+            )
+        proto = protocol(protocol_name)
+        quotient = self.quotient(proto)
+        if quotient is None:
+            raise UsageError("the pattern's constraint orbits do not close", source="pattern")
+        return Run(quotient, proto, itemsize(dtype) * float(scale), get_solver(solver)).result()
+
+    def lower_bound_s(
+        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0
+    ) -> float:
+        """The congestion bound of :meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`: an
+        orbit's members carry equal loads, so its load per member is the quotient's."""
+        proto = protocol(protocol_name)
+        unit = self._unit.get(proto.name)
+        if unit is None:
+            q = self.quotient(proto)
+            if q is None:
+                return self.compiled.start_s(proto)
+            (col_ptr, row, use, _carried), capacity, _lat, _memo = q.system(proto)
+            var_count = np.bincount(q.var_of_op, weights=q.count, minlength=q.n_vars)
+            per_entry = use * np.repeat(var_count, np.diff(col_ptr))
+            load = np.bincount(row, weights=per_entry, minlength=len(capacity))
+            unit = self._unit[proto.name] = float((load / capacity).max(initial=0.0))
+        return float(self.compiled.start_s(proto) + unit * itemsize(dtype) * float(scale))
+
+
+def _routes_follow(c: CompiledSchedule, gen: LaneGenerator) -> bool:
+    """Whether every representative's route, moved by ``gen``, is the route between the moved
+    ranks: same (mapped) constraints with the same coefficients, same latency and class."""
+    t = c.schedule.table
+    net = c.net
+    routes = net.routes
+    p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
+    if len(p2p) != t.n_ops:
+        return False
+    src = t.src_rank[t.src_ptr[p2p]].astype(np.int64)
+    dst = t.dst_rank[t.dst_ptr[p2p]].astype(np.int64)
+    red = t.kind[p2p] == int(OpKind.REDUCE)
+    _, first = np.unique(c.route, return_index=True)
+    for i in first.tolist():
+        mine = routes[int(c.route[i])]
+        theirs = routes[
+            net.transfer_route(int(gen.sigma[src[i]]), int(gen.sigma[dst[i]]), reduce=bool(red[i]))
+        ]
+        if mine.link_class != theirs.link_class or mine.inflate != theirs.inflate:
+            return False
+        if not np.isclose(mine.latency_s, theirs.latency_s, rtol=_RTOL, atol=0.0):
+            return False
+        for rows_a, vals_a, rows_b, vals_b in (
+            (mine.net_rows, mine.net_vals, theirs.net_rows, theirs.net_vals),
+            (mine.mem_rows, mine.mem_vals, theirs.mem_rows, theirs.mem_vals),
+        ):
+            moved = gen.con_image[np.asarray(rows_a, dtype=np.int64)]
+            if len(moved) != len(rows_b) or (moved < 0).any():
+                return False
+            a, b = np.argsort(moved), np.argsort(rows_b)
+            if not np.array_equal(moved[a], np.asarray(rows_b)[b]):
+                return False
+            if not np.allclose(np.asarray(vals_a)[a], np.asarray(vals_b)[b], rtol=_RTOL, atol=0):
+                return False
+    return True
+
+
+def _pattern_system(p: RingPattern, proto: Protocol) -> dict[str, Any] | None:
+    """The quotient system (as :func:`scaleup.sim.quotient._quotient_system` makes it) from the
+    representatives' own columns, the generators' constraint orbits and the multiplicities."""
+    c = p.compiled
+    (col_ptr, row, use, carried), capacity, latency, _memo = c.system(proto)
+    net = c.net
+    base = net.n_constraints
+    network = orbits(base, [g.con_image for g in p.generators])
+    used_net = np.unique(row[row < base])
+    if not _closed(network, used_net, p.generators):
+        return None
+    ctas = _cta_orbits(c, p.generators)
+    if ctas is None:
+        return None
+    cta_label, cta_size = ctas
+    # thread blocks of one orbit: the same capacity (one accelerator type, checked per generator)
+    n_net = len(network.size)
+    orbit = np.r_[network.label, n_net + cta_label]
+    size = np.r_[network.size, cta_size]
+    orbit_cap = np.zeros(len(size))
+    orbit_cap[orbit] = capacity
+    if not np.allclose(orbit_cap[orbit], capacity, rtol=_RTOL, atol=0.0):
+        return None
+    var_mult = np.zeros(c.n_vars)
+    var_mult[c.var_of_op] = p.multiplicity
+    if not np.array_equal(var_mult[c.var_of_op], p.multiplicity):
+        return None  # one variable, orbits of different sizes
+    lens = np.diff(col_ptr)
+    ent_var = np.repeat(np.arange(c.n_vars), lens)
+    ent_orbit = orbit[row]
+    weight = var_mult[ent_var] / size[ent_orbit]
+    code = ent_var * len(size) + ent_orbit
+    uniq, inv = np.unique(code, return_inverse=True)
+    q_use = np.bincount(inv, weights=use * weight, minlength=len(uniq))
+    q_car = np.bincount(inv, weights=carried * weight, minlength=len(uniq))
+    q_var = uniq // len(size)
+    q_ptr = np.concatenate([[0], np.cumsum(np.bincount(q_var, minlength=c.n_vars))])
+    used = np.zeros(len(size), dtype=bool)
+    used[ent_orbit] = True
+    return {
+        "system": (q_ptr.astype(np.int64), (uniq % len(size)).astype(np.int64), q_use, q_car),
+        "capacity": orbit_cap,
+        "var_of_op": c.var_of_op.astype(np.int64),
+        "n_vars": c.n_vars,
+        "orbit": np.where(used[orbit], orbit, -1),
+        "latency": latency,
+    }
+
+
+def _closed(network: Orbits, used: np.ndarray, gens: tuple[LaneGenerator, ...]) -> bool:
+    """Whether every member of the orbits of ``used`` has an image under every generator."""
+    members = np.flatnonzero(np.isin(network.label, np.unique(network.label[used])))
+    return all(bool((g.con_image[members] >= 0).all()) for g in gens)
+
+
+def _cta_orbits(
+    c: CompiledSchedule, gens: tuple[LaneGenerator, ...]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Orbit label of each representative thread block (rank, channel tag) and every orbit's
+    size, over the (rank, tag) grid; None when the generators do not map tags consistently."""
+    schedule = c.schedule
+    ln = lanes(schedule.nranks, schedule.params)
+    tags = int(ln.channel.max()) + 1
+    n = schedule.nranks
+    images = []
+    for g in gens:
+        kappa = np.full(tags, -1, dtype=np.int64)
+        for lane, other in enumerate(g.lane_image.tolist()):
+            a, b = int(ln.channel[lane]), int(ln.channel[other])
+            if kappa[a] not in (-1, b):
+                return None
+            kappa[a] = b
+        grid_r, grid_k = np.divmod(np.arange(n * tags), tags)
+        images.append(np.where(kappa[grid_k] >= 0, g.sigma[grid_r] * tags + kappa[grid_k], -1))
+    cells = orbits(n * tags, images)
+    rep = c.cta_rank.astype(np.int64) * tags + c.cta_channel.astype(np.int64)
+    label = cells.label[rep]
+    kept, local = np.unique(label, return_inverse=True)
+    return local.astype(np.int64), cells.size[kept]
