@@ -109,7 +109,7 @@ def test_step_count_is_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     ("algorithm", "collective", "n", "params"),
     [
         ("ring", "all_reduce", 4, {}),
-        ("ring", "all_reduce", 5, {"channels": 2, "chunks": 2}),
+        ("ring", "all_reduce", 5, {"channels": 2, "bidirectional": True}),
         ("ring", "all_gather", 4, {}),
         ("ring", "reduce_scatter", 3, {}),
         ("allpairs", "all_reduce", 4, {}),
