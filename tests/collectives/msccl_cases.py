@@ -23,8 +23,10 @@ def algo(name: str, n: int, gpus: list[str], *, coll: str = "allreduce", proto: 
 
 
 def gpu(r: int, tbs: list[str], *, i: int, o: int, s: int = 0) -> str:
-    return f'  <gpu id="{r}" i_chunks="{i}" o_chunks="{o}" s_chunks="{s}">\n' + "\n".join(tbs) + (
-        "\n  </gpu>"
+    return (
+        f'  <gpu id="{r}" i_chunks="{i}" o_chunks="{o}" s_chunks="{s}">\n'
+        + "\n".join(tbs)
+        + ("\n  </gpu>")
     )
 
 

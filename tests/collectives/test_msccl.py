@@ -4,18 +4,18 @@ element; export then import round-trips."""
 from __future__ import annotations
 
 import pytest
+from tests.collectives.msccl_cases import algo, allpairs_all_reduce, gpu, ring_all_reduce, step, tb
 
+from scaleup.collectives import msccl_xml
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.msccl_export import schedule_to_msccl_xml
 from scaleup.collectives.msccl_import import schedule_from_msccl_xml
-from scaleup.collectives import msccl_xml
 from scaleup.collectives.msccl_xml import parse_msccl_xml
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.collectives.verify import verify
 from scaleup.errors import LimitError, MscclFileError, UsageError
 from scaleup.sim.simulate import simulate
 from scaleup.topology.presets import resolve_topology
-from tests.collectives.msccl_cases import algo, allpairs_all_reduce, gpu, ring_all_reduce, step, tb
 
 
 @pytest.fixture(scope="module")

@@ -82,19 +82,18 @@ def schedule_to_msccl_xml(schedule: Schedule, *, protocol: str | None = None) ->
     spec = schedule.spec
     in_place = bool(schedule.params.get("in_place", False))
     head = (
-        f"<algo name={quoteattr(schedule.algorithm)} proto=\"{_PROTO[proto]}\" "
-        f"nchannels=\"{int(t.channel.max(initial=0)) + 1}\" "
-        f"nchunksperloop=\"{spec.count // chunk}\" ngpus=\"{spec.nranks}\" "
-        f"coll=\"{spec.collective.replace('_', '')}\" inplace=\"{int(in_place)}\" "
-        f"outofplace=\"{int(not in_place)}\">"
+        f'<algo name={quoteattr(schedule.algorithm)} proto="{_PROTO[proto]}" '
+        f'nchannels="{int(t.channel.max(initial=0)) + 1}" '
+        f'nchunksperloop="{spec.count // chunk}" ngpus="{spec.nranks}" '
+        f'coll="{spec.collective.replace("_", "")}" inplace="{int(in_place)}" '
+        f'outofplace="{int(not in_place)}">'
     )
     lines = [head]
     sizes = (spec.input_count // chunk, spec.output_count // chunk,
              schedule.scratch_count // chunk)  # fmt: skip
     for rank in range(spec.nranks):
         lines.append(
-            f'  <gpu id="{rank}" i_chunks="{sizes[0]}" o_chunks="{sizes[1]}" '
-            f's_chunks="{sizes[2]}">'
+            f'  <gpu id="{rank}" i_chunks="{sizes[0]}" o_chunks="{sizes[1]}" s_chunks="{sizes[2]}">'
         )
         lines.extend(steps.gpu_lines(rank))
         lines.append("  </gpu>")
