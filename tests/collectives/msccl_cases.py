@@ -35,19 +35,20 @@ def tb(tb_id: int, send: int, recv: int, steps: list[str], chan: int = 0) -> str
     return f'    <tb id="{tb_id}" send="{send}" recv="{recv}" chan="{chan}">\n{body}\n    </tb>'
 
 
-def ring_all_reduce(n: int, *, proto: str = "Simple") -> str:
+def ring_all_reduce(n: int, *, proto: str = "Simple", middle: str = "rrcs") -> str:
     """Out-of-place ring all_reduce with scaleup's ring structure: chunk j is block j.
 
     Rank r sends its input block r, reduces blocks r-1 .. r-n+1 into its output as they pass
     (``rrcs``; the last completes block r+1 and starts the all-gather), then copies blocks r ..
-    r-n+2 on (``rcs``, the last one only received: ``r``).
+    r-n+2 on (``rcs``, the last one only received: ``r``). ``middle="rrs"`` forwards the partial
+    sums of the reduce-scatter without storing them, as msccl-tools' optimised rings do.
     """
     gpus = []
     for r in range(n):
         steps = [step(0, "s", "i", r, "o", r)]
         for t in range(1, n):
             j = (r - t) % n
-            steps.append(step(t, "rrcs", "i", j, "o", j))
+            steps.append(step(t, middle if t < n - 1 else "rrcs", "i", j, "o", j))
         for t in range(n - 1):
             j = (r - t) % n
             kind = "r" if t == n - 2 else "rcs"

@@ -33,6 +33,12 @@ def test_ring_xml_imports_and_verifies(n: int) -> None:
     verify(schedule, "float32", seed=3)
 
 
+def test_rrs_partial_sums_live_in_added_scratch() -> None:
+    schedule = schedule_from_msccl_xml(ring_all_reduce(4, middle="rrs"), count=8)
+    assert schedule.scratch_count == 2 * 2  # two rrs steps of one 2-element chunk per gpu
+    verify(schedule, "int32")
+
+
 def test_ring_xml_times_like_scaleup_ring(dgx) -> None:
     n, count = 8, 8 * 2**20
     imported = schedule_from_msccl_xml(ring_all_reduce(n), source="ring.xml", count=count)

@@ -12,9 +12,9 @@ receiver's step is ``r`` or ``rcs``, a ``reduce`` when it is ``rrc``, ``rrs`` or
 data sent is the sender's ``src`` for ``s``, and what the sender's own receive produced for
 ``rcs``/``rrcs`` (its ``dst``) and ``rrs`` (a scratch slot scaleup adds, since MSCCL keeps that
 value in registers). A receive-reduce whose local operand ``src`` is not its target first
-copies ``src`` into the target (scaleup's ``reduce`` is ``dst = dst op src``); that copy is
-issued once the step before the previous one in its tb is done (as scaleup's ring seeds its
-reductions), and after every op that touches what it reads or writes. ``cpy`` and ``re`` are
+copies ``src`` into the target (scaleup's ``reduce`` is ``dst = dst op src``), just in time as
+scaleup's ring seeds its reductions: the k-th such copy of a tb waits for the reduce of the
+(k-2)-th (the second for the first copy), and for every op that touches what it reads or writes. ``cpy`` and ``re`` are
 local ``copy`` and ``reduce`` ops; ``nop`` only waits.
 
 Dependencies. A step waits for the previous step of its tb and for its ``depid``/``deps`` step;
@@ -98,6 +98,7 @@ class _Lowering:
         self.done: dict[tuple[int, int, int], int] = {}  # (gpu, tb index, step) -> node
         self.wait: dict[tuple[int, int, int], int] = {}  # ... -> node standing for "ready"
         self._cross: list[tuple[int, tuple[int, int, int]]] = []
+        self.seeded: dict[tuple[int, int], list[tuple[int, int]]] = {}  # tb -> [(init, recv)]
         self.value: dict[tuple[int, int, int], tuple[Chunk, set[int]]] = {}
         self.target: dict[tuple[int, int, int], tuple[Chunk, set[int]]] = {}
 
@@ -160,12 +161,15 @@ class _Lowering:
         if step.type in _REDUCING:
             src = self._chunk(gpu, step.srcbuf, step.srcoff, step.cnt, where)
             if src != target:
-                previous = (key[0], key[1], key[2] - 1)
-                pace = {self.wait[previous]} if key[2] else set()  # the previous step's ready
+                earlier = self.seeded.setdefault(key[:2], [])
+                pace = ({earlier[-2][1]} if len(earlier) > 1 else  # reduce of seeded step k-2
+                        {earlier[-1][0]} if earlier else set())  # fmt: skip
                 init = _Node(where, OpKind.COPY, src, target, chan, step.s, ready, True, pace)
                 needs.add(self._node(init))
         self.target[key] = (target, needs)
         recv = self._node(_Node(where, channel=chan, step=step.s))  # filled in by matching
+        if step.type in _REDUCING and len(needs) > 1:
+            self.seeded[key[:2]].append((max(needs), recv))
         if step.type in SENDS:
             self.value[key] = (target, {recv})
         return recv
