@@ -14,8 +14,8 @@ data sent is the sender's ``src`` for ``s``, and what the sender's own receive p
 value in registers). A receive-reduce whose local operand ``src`` is not its target first
 copies ``src`` into the target (scaleup's ``reduce`` is ``dst = dst op src``), just in time as
 scaleup's ring seeds its reductions: the k-th such copy of a tb waits for the reduce of the
-(k-2)-th (the second for the first copy), and for every op that touches what it reads or writes. ``cpy`` and ``re`` are
-local ``copy`` and ``reduce`` ops; ``nop`` only waits.
+(k-2)-th (the second for the first copy), and for every op that touches what it reads or
+writes. ``cpy`` and ``re`` are local ``copy`` and ``reduce`` ops; ``nop`` only waits.
 
 Dependencies. A step waits for the previous step of its tb and for its ``depid``/``deps`` step;
 a transfer also waits for the data at the sender. MSCCL's sends are buffered (the sender may
