@@ -14,6 +14,7 @@ Hierarchy::
      │    ├── UnknownPreset          no preset of that name
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
+     │    ├── MscclFileError         an MSCCL XML schedule is malformed or uses what scaleup lacks
      │    ├── UsageError             a flag or argument combination that cannot work
      │    │    └── Unsupported        a valid torch.distributed call this runtime cannot honour
      │    └── LimitError             a size beyond a documented limit or this machine's memory
@@ -45,6 +46,7 @@ __all__ = [
     "InputError",
     "Interrupted",
     "LimitError",
+    "MscclFileError",
     "NoRouteError",
     "PostconditionError",
     "RaceError",
@@ -135,6 +137,11 @@ class UnknownTopologyEntry(TopologyFileError, UnknownCatalogEntry):
 
 class SpecFileError(InputError):
     """A sweep spec or a model file breaks a rule."""
+
+
+class MscclFileError(InputError):
+    """An MSCCL XML schedule (msccl-tools, TACCL, RCCL's files) is malformed, or uses a step type
+    or feature scaleup cannot express; ``entry`` names the element (gpu/tb/step)."""
 
 
 class UsageError(InputError):

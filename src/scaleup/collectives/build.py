@@ -116,6 +116,17 @@ class ScheduleBuilder:
     def n_ops(self) -> int:
         return self._n_ops
 
+    def hazards(self, srcs: Iterable[Chunk], dsts: Iterable[Chunk]) -> set[int]:
+        """The earlier ops that an op reading ``srcs`` and writing ``dsts`` must order after:
+        writers of what it reads or writes, readers of what it overwrites (what is inferred when
+        ``deps`` is left out). Importers add these to the dependencies they state themselves."""
+        found: set[int] = set()
+        for chunk in srcs:
+            found |= self._log.hazards(chunk, write=False)
+        for chunk in dsts:
+            found |= self._log.hazards(chunk, write=True)
+        return found
+
     # ---- single ops --------------------------------------------------------------------------
     def copy(
         self,
@@ -182,12 +193,7 @@ class ScheduleBuilder:
         if deps is None and not self.infer_deps:
             raise ScheduleError("this builder does not infer dependencies: pass deps=", op=op_id)
         if deps is None:
-            found: set[int] = set()
-            for chunk in srcs:
-                found |= self._log.hazards(chunk, write=False)
-            for chunk in dsts:
-                found |= self._log.hazards(chunk, write=True)
-            dep_list = sorted(found)
+            dep_list = sorted(self.hazards(srcs, dsts))
         else:
             dep_list = [int(d) for d in deps]
             bad = [d for d in dep_list if not 0 <= d < op_id]
