@@ -37,7 +37,7 @@ blocks); all_reduce's ``2(n-1)/n x S / B`` when the switch does not reduce (the 
 
 >>> from scaleup.topology import resolve_topology
 >>> m = lp_lower_bound(resolve_topology("dgx-h100"), "all_gather")
->>> round(1e9 / m.seconds_per_byte / 1e9 * 8 / 7, 1)  # per-GPU import rate, GB/s
+>>> round(7 / 8 / m.seconds_per_byte / 1e9, 1)  # all_gather imports 7/8 S per GPU: GB/s
 370.8
 """
 
@@ -352,7 +352,9 @@ def _model(t: Topology, collective: str, ranks: tuple[int, ...], root: int) -> L
     if size <= MAX_LP_VARIABLES:
         scaled = max(_terminal_lp(fab, collective, n, root, in_network), distance)
         return _done(fab, collective, n, scaled, "terminal flow", in_network, size, note)
-    note = f"LP of {size} variables over {MAX_LP_VARIABLES}: cut bound without routing"
+    note = f"LP of {size} variables over {MAX_LP_VARIABLES}: cut bound without routing" + (
+        " and the hop-distance bound" if note else ""
+    )
     scaled = max(_cut_bound(fab, collective, n, root, in_network), distance)
     return _done(fab, collective, n, scaled, "cut", in_network, 0, note)
 
