@@ -167,3 +167,10 @@ def test_the_bound_never_exceeds_a_simulated_time(preset, collective, ranks, siz
         assert simulated
         assert all(e.lp_bound.time_s <= time_s for time_s in simulated)
         assert e.lp_bound.efficiency <= 1.0
+
+
+def test_one_rank_moves_nothing():
+    m = lp_lower_bound(resolve_topology("dgx-h100"), "all_reduce", ranks=[3])
+    assert (m.formulation, m.time_s(GIB)) == ("none", 0.0)
+    at = m.at(GIB, 1e-5)
+    assert (at.time_over_bound, at.efficiency, at.busbw_gb_per_s) == (None, None, 0.0)

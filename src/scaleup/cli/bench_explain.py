@@ -113,6 +113,8 @@ def _by_hand(chosen: CandidateTiming) -> str:
 def _lp_line(lp: LpBound | None) -> list[str]:
     if lp is None:
         return []
+    if lp.time_over_bound is None or lp.efficiency is None:
+        return [f"#   LP lower bound: none ({lp.note or 'nothing to time'})"]
     how = lp.formulation + (", switches reduce in-network" if lp.in_network_reduction else "")
     line = (
         f"#   LP lower bound ({how}): {lp.time_s * 1e6:.2f} us, busbw {lp.busbw_gb_per_s:.1f} "

@@ -100,8 +100,8 @@ class LpModel:
         busbw = nbytes / bound_s * busbw_factor(self.collective, self.nranks) if bound_s else 0.0
         return LpBound(
             bound_s, busbw / 1e9,
-            chosen_time_s / bound_s if bound_s else math.inf,
-            bound_s / chosen_time_s if chosen_time_s else 0.0,
+            chosen_time_s / bound_s if bound_s else None,
+            bound_s / chosen_time_s if bound_s and chosen_time_s else None,
             self.formulation, self.in_network_reduction, self.note,
         )  # fmt: skip
 
@@ -111,12 +111,12 @@ class LpBound:
     """:class:`LpModel` at one size against the chosen schedule: ``time_s`` the bound, its
     nccl-tests ``busbw_gb_per_s`` (the busbw no schedule can beat), ``time_over_bound`` the
     chosen time / the bound (>= 1), ``efficiency`` its inverse (the share of the best possible
-    rate the choice reaches)."""
+    rate the choice reaches); both None where a time is 0 (one rank: nothing to move)."""
 
     time_s: float
     busbw_gb_per_s: float
-    time_over_bound: float
-    efficiency: float
+    time_over_bound: float | None
+    efficiency: float | None
     formulation: str
     in_network_reduction: bool
     note: str
@@ -225,22 +225,28 @@ def _solve(c: np.ndarray, a_ub: sparse.csr_array, b_ub: np.ndarray,
     return float(res.fun)
 
 
+def _needs(
+    fab: _Fabric, collective: str, n: int, root: int, in_network: bool
+) -> list[tuple[np.ndarray, float]]:
+    """(channel mask, bytes per byte of S it must carry in all), each > 0: both directions of
+    every cut, and for all_reduce without in-network reduction the channels into the ranks with
+    Patarasuk and Yuan's total ``2(n-1)``."""
+    out: list[tuple[np.ndarray, float]] = []
+    for mask, inside in fab.cuts():
+        out_need, in_need = cut_need(collective, inside, n, root)
+        out.append((mask[fab.src] & ~mask[fab.dst], out_need))
+        out.append((~mask[fab.src] & mask[fab.dst], in_need))
+    if collective == "all_reduce" and not in_network:
+        out.append((np.isin(fab.dst, fab.rank_dev), 2.0 * (n - 1)))
+    return [(crossing, amount) for crossing, amount in out if amount > 0]
+
+
 def _terminal_lp(fab: _Fabric, collective: str, n: int, root: int, in_network: bool) -> float:
     """The terminal-flow LP's ``T`` (in scaled units). Variables: ``f`` per channel, then T."""
     e = fab.n_channels
-    rows: list[np.ndarray] = []
-    need: list[float] = []
-    for mask, inside in fab.cuts():
-        out_need, in_need = cut_need(collective, inside, n, root)
-        for crossing, amount in ((mask[fab.src] & ~mask[fab.dst], out_need),
-                                 (~mask[fab.src] & mask[fab.dst], in_need)):  # fmt: skip
-            if amount > 0:
-                rows.append(-crossing.astype(np.float64))
-                need.append(-amount)
-    if collective == "all_reduce" and not in_network:
-        into_rank = np.isin(fab.dst, fab.rank_dev)
-        rows.append(-into_rank.astype(np.float64))
-        need.append(-2.0 * (n - 1))
+    needs = _needs(fab, collective, n, root, in_network)
+    rows = [-crossing.astype(np.float64) for crossing, _ in needs]
+    need = [-amount for _, amount in needs]
     if not rows:
         return 0.0
     demand = sparse.csr_array(np.vstack(rows))
@@ -302,15 +308,9 @@ def _cut_bound(fab: _Fabric, collective: str, n: int, root: int, in_network: boo
     """The largest ``need / capacity`` over the cuts and, for all_reduce without in-network
     reduction, the total count over the ranks' import capacity; no routing (scaled units)."""
     best = 0.0
-    if collective == "all_reduce" and not in_network:
-        best = 2.0 * (n - 1) / float(fab.cap[np.isin(fab.dst, fab.rank_dev)].sum())
-    for mask, inside in fab.cuts():
-        out_need, in_need = cut_need(collective, inside, n, root)
-        for crossing, amount in ((mask[fab.src] & ~mask[fab.dst], out_need),
-                                 (~mask[fab.src] & mask[fab.dst], in_need)):  # fmt: skip
-            capacity = float(fab.cap[crossing].sum())
-            if amount > 0:
-                best = max(best, amount / capacity if capacity > 0 else math.inf)
+    for crossing, amount in _needs(fab, collective, n, root, in_network):
+        capacity = float(fab.cap[crossing].sum())
+        best = max(best, amount / capacity if capacity > 0 else math.inf)
     return best
 
 
