@@ -66,3 +66,22 @@ def test_bad_combinations_exit_2_with_one_line(args, flag):
     assert result.exit_code == 2, result.output
     assert result.output.startswith(f"error: {flag}:"), result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_explain_shows_the_lp_lower_bound_per_size():
+    """dgx-h100, 1 GiB all_reduce: S / 370.8 GB/s = 2895.74 us (docs/models.md §18), in the text
+    and as ``lp_bound`` in ``--json``."""
+    text = _run("-b", "1G", "-e", "1G", "--explain")
+    assert text.exit_code == 0, text.output
+    (line,) = [ln for ln in text.output.splitlines() if ln.startswith("#   LP lower bound")]
+    assert "terminal flow, switches reduce in-network" in line
+    assert "2895.74 us" in line
+    assert "busbw 648.9 GB/s" in line
+    result = _run("-b", "1G", "-e", "1G", "--explain", "--json")
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.output)
+    lp = record["lp_bound"]
+    assert lp["time_s"] * 1e6 == pytest.approx(2895.74, abs=0.01)
+    assert lp["time_over_bound"] == pytest.approx(record["time_s"] / lp["time_s"])
+    assert 0 < lp["efficiency"] <= 1
+    assert lp["in_network_reduction"] is True

@@ -3,7 +3,8 @@
 After nccl-tests' table, one block per (fabric, size): the choice, a rich table of the
 candidates (algorithm/protocol/channels, chunks, simulated or pruned, time or the lower bound
 that pruned it, what bounds it and how busy that was), a line to check the chosen time by hand
-(the busiest constraint's bytes over its capacity) and the chosen candidate's channels as rank
+(the busiest constraint's bytes over its capacity), the collective's LP lower bound on the fabric
+(what no schedule beats; the chosen time over it) and the chosen candidate's channels as rank
 orders. ``--json`` prints the :class:`~scaleup.tune.explain.Explanation` records instead. The
 library computes (:func:`scaleup.tune.explain.explain_sweep`); this module only renders.
 """
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from scaleup.topology.model import Topology
     from scaleup.tune import BenchRequest
     from scaleup.tune.explain import Bound, CandidateTiming, Explanation
+    from scaleup.tune.lp_bound import LpBound
 
 __all__ = ["candidate_table", "explain_lines", "explain_series", "print_explanations"]
 
@@ -108,6 +110,19 @@ def _by_hand(chosen: CandidateTiming) -> str:
     return f"#   by hand: {need}; the rest is launch and per-step latency"
 
 
+def _lp_line(lp: LpBound | None) -> list[str]:
+    if lp is None:
+        return []
+    if lp.time_over_bound is None or lp.efficiency is None:
+        return [f"#   LP lower bound: none ({lp.note or 'nothing to time'})"]
+    how = lp.formulation + (", switches reduce in-network" if lp.in_network_reduction else "")
+    line = (
+        f"#   LP lower bound ({how}): {lp.time_s * 1e6:.2f} us, busbw {lp.busbw_gb_per_s:.1f} "
+        f"GB/s; chosen takes {lp.time_over_bound:.2f}x the bound ({lp.efficiency:.1%} of the best)"
+    )
+    return [line] + ([f"#     ({lp.note})"] if lp.note else [])
+
+
 def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:
     """The heading of one size's block and its lines after the table (by hand, channels)."""
     e = explanation
@@ -117,7 +132,8 @@ def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:
         f"{e.time_s * 1e6:.2f} us ({e.verification}); {len(e.candidates)} candidates"
     )
     chosen = e.chosen
-    tail = [_by_hand(chosen), f"#   channels of {e.algorithm}/{e.protocol}/{e.channels}:"]
+    tail = [_by_hand(chosen), *_lp_line(e.lp_bound)]
+    tail.append(f"#   channels of {e.algorithm}/{e.protocol}/{e.channels}:")
     tail += [f"#     ch {p.channel}: {p.text()}" for p in chosen.channel_paths]
     return head, tail
 

@@ -16,6 +16,10 @@
 - the channels it used (:mod:`scaleup.tune.explain_paths`): per channel tag, the ring or the
   paths as communicator-rank orders.
 
+Per size, :attr:`Explanation.lp_bound` sets the choice against the collective's own lower bound
+on the fabric (:mod:`scaleup.tune.lp_bound`, an LP solved once per fabric and group): what no
+schedule of any algorithm can beat, its busbw and the chosen time over it.
+
 By hand: a bandwidth-bound candidate's time is about ``bound.busy_s`` (= ``load_bytes /
 capacity``) plus its latencies; for a ring all_reduce of S bytes on n ranks behind a switch,
 ``load_bytes`` is the link's share of ``2 (n-1)/n x S``.
@@ -23,6 +27,7 @@ capacity``) plus its latencies; for a ring all_reduce of S bytes on n ranks behi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -34,6 +39,7 @@ from scaleup.collectives.spec import itemsize
 from scaleup.sim import CompiledSchedule
 from scaleup.topology.model import NodeKind, Topology
 from scaleup.tune.explain_paths import ChannelPath, channel_paths
+from scaleup.tune.lp_bound import LpBound, lp_lower_bound
 from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.request import BenchRequest
 from scaleup.tune.rules import Candidate
@@ -46,6 +52,7 @@ __all__ = [
     "ChannelPath",
     "ExplainRecorder",
     "Explanation",
+    "LpBound",
     "explain_sweep",
 ]
 
@@ -123,6 +130,7 @@ class Explanation:
     time_s: float
     verification: str
     candidates: tuple[CandidateTiming, ...]
+    lp_bound: LpBound | None = None
 
     @property
     def chosen(self) -> CandidateTiming:
@@ -163,8 +171,14 @@ def explain_sweep(
     finally:
         session.observer = previous
     n = request.nranks_on(topology) if group is None else len(group)
+    model = lp_lower_bound(
+        topology, request.op, ranks=range(n) if group is None else group, root=request.root
+    )
     explained = [
-        explain_choice(choice, recorder.of(topology, nbytes), request.dtype, nbytes, count, n)
+        dataclasses.replace(
+            explain_choice(choice, recorder.of(topology, nbytes), request.dtype, nbytes, count, n),
+            lp_bound=model.at(nbytes, choice.time_s),
+        )
         for (nbytes, _, count), choice in zip(request.printed(n), choices, strict=True)
     ]
     return choices, explained
