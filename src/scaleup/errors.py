@@ -14,6 +14,8 @@ Hierarchy::
      │    ├── UnknownPreset          no preset of that name
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
+     │    ├── LogFileError           an nccl-tests / rccl-tests log cannot be read
+     │    ├── ProfileFileError       a calibration profile file breaks a rule
      │    ├── UsageError             a flag or argument combination that cannot work
      │    │    └── Unsupported        a valid torch.distributed call this runtime cannot honour
      │    └── LimitError             a size beyond a documented limit or this machine's memory
@@ -45,8 +47,10 @@ __all__ = [
     "InputError",
     "Interrupted",
     "LimitError",
+    "LogFileError",
     "NoRouteError",
     "PostconditionError",
+    "ProfileFileError",
     "RaceError",
     "RankFailed",
     "RankTimeout",
@@ -135,6 +139,14 @@ class UnknownTopologyEntry(TopologyFileError, UnknownCatalogEntry):
 
 class SpecFileError(InputError):
     """A sweep spec or a model file breaks a rule."""
+
+
+class LogFileError(InputError):
+    """An nccl-tests / rccl-tests log cannot be read: missing, empty, malformed, no rows."""
+
+
+class ProfileFileError(InputError):
+    """A calibration profile TOML file breaks a rule."""
 
 
 class UsageError(InputError):
