@@ -9,10 +9,13 @@ How (cheap on purpose):
 
 1. The measured rows are grouped into points: one per (collective, size, dtype), its time the
    median over placements and files (the simulator does not tell in-place from out-of-place).
-2. Each point is pinned to an algorithm, protocol and channel count: what NCCL_DEBUG said ran,
-   else the tuner's choice under the catalog figures. An evaluation then simulates one candidate
-   per point, at the logs' sizes only, one pinned request per (collective, dtype, algorithm,
-   protocol, channels), all in one :class:`~scaleup.tune.TuneSession` (channel plans are searched once per variant).
+2. Each point is pinned to an algorithm and protocol (and channel count when NCCL_DEBUG printed
+   one): what NCCL_DEBUG said ran, else the tuner's choice under the catalog figures. The channel
+   count is otherwise left to the tuner, because it moves with the fitted figures (a channel
+   bound by its thread block at one link efficiency is bound by the link at another; pinning it
+   let the fit drift where ``bench`` then disagreed). An evaluation simulates the pinned
+   candidates at the logs' sizes only, one request per (collective, dtype, algorithm, protocol,
+   channels), all in one :class:`~scaleup.tune.TuneSession` (channel plans are searched once per variant).
 3. ``scipy.optimize.least_squares`` (trust-region reflective, bounds, finite differences with a
    relative step of 1e-3, ``max_nfev`` 30 by default) minimises the residuals
    ``log(model) - log(measured)``: relative errors, so an 8 B row weighs as much as an 8 GiB row.
@@ -38,7 +41,12 @@ from scaleup.calibration.profile import FitSummary, Profile, Uncertainty
 from scaleup.collectives.spec import itemsize, nccl_size_and_count
 from scaleup.errors import UsageError
 from scaleup.sim.paths import _link_class, link_efficiency
-from scaleup.topology.calibration import EFFICIENCY_RANGE, LATENCY_RANGE_S, Calibration
+from scaleup.topology.calibration import (
+    EFFICIENCY_RANGE,
+    LATENCY_RANGE_S,
+    LAUNCH_RANGE_S,
+    Calibration,
+)
 from scaleup.topology.model import Topology
 from scaleup.tune import BenchRequest, TunedChoice, TuneSession
 
@@ -166,7 +174,7 @@ def _parameters(topology: Topology, ranks: int) -> list[tuple[str, float, float,
     if len(nodes) > 1 and nic is not None:
         out.append(("nic_efficiency", min(max(nic, lo_e), hi_e), lo_e, hi_e))
         out.append(("net_latency_us", 0.0, lo_l, hi_l))
-    out.append(("launch_latency_us", 0.0, lo_l, hi_l))
+    out.append(("launch_latency_us", 0.0, LAUNCH_RANGE_S[0] * 1e6, LAUNCH_RANGE_S[1] * 1e6))
     return out
 
 
@@ -219,7 +227,7 @@ def fit_profile(
     first = _choices(topology, points, free, n, session)
     before = _times_us(first)
     train_pins = [
-        p.pin or Pin(c.algorithm, c.protocol, c.channels)
+        p.pin or Pin(c.algorithm, c.protocol)
         for p, c, h in zip(points, first, held, strict=True)
         if not h
     ]

@@ -43,7 +43,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scaleup.errors import ProfileFileError
 from scaleup.files import parse_toml, read_text, validate
-from scaleup.topology.calibration import EFFICIENCY_RANGE, LATENCY_RANGE_S, Calibration
+from scaleup.topology.calibration import (
+    EFFICIENCY_RANGE,
+    LATENCY_RANGE_S,
+    LAUNCH_RANGE_S,
+    Calibration,
+)
 from scaleup.topology.model import Topology
 
 __all__ = ["PARAMETERS", "FitSummary", "Profile", "apply_profile", "dumps", "load_profile", "loads"]
@@ -52,6 +57,7 @@ __all__ = ["PARAMETERS", "FitSummary", "Profile", "apply_profile", "dumps", "loa
 PARAMETERS = ("link_efficiency", "nic_efficiency", "net_latency_us", "launch_latency_us")
 _EFF = {"ge": EFFICIENCY_RANGE[0], "le": EFFICIENCY_RANGE[1]}
 _LAT = {"ge": LATENCY_RANGE_S[0] * 1e6, "le": LATENCY_RANGE_S[1] * 1e6}
+_LAUNCH = {"ge": LAUNCH_RANGE_S[0] * 1e6, "le": LAUNCH_RANGE_S[1] * 1e6}
 
 
 class _Strict(BaseModel):
@@ -84,7 +90,7 @@ class Profile(_Strict):
     link_efficiency: float | None = Field(None, **_EFF)
     nic_efficiency: float | None = Field(None, **_EFF)
     net_latency_us: float = Field(0.0, **_LAT)
-    launch_latency_us: float = Field(0.0, **_LAT)
+    launch_latency_us: float = Field(0.0, **_LAUNCH)
     logs: tuple[str, ...] = ()
     uncertainty: Uncertainty = Uncertainty()
     fit: FitSummary = FitSummary()

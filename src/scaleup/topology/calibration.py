@@ -33,14 +33,17 @@ from dataclasses import dataclass
 
 from scaleup.errors import UsageError
 
-__all__ = ["EFFICIENCY_RANGE", "LATENCY_RANGE_S", "Calibration"]
+__all__ = ["EFFICIENCY_RANGE", "LATENCY_RANGE_S", "LAUNCH_RANGE_S", "Calibration"]
 
 #: Physically plausible payload fractions of a link: below 0.3 a link is broken, not inefficient;
 #: above 1.0 it would carry more than its raw rate.
 EFFICIENCY_RANGE = (0.3, 1.0)
-#: Plausible offsets of a latency, seconds: down to -2 us (NCCL's smallest NET step, 2.7 us, and
-#: the 4 us host launch stay positive), up to +100 us (a slow proxy, a virtualised launch).
+#: Plausible offsets of the network step latency, seconds: down to -2 us (NCCL's smallest NET
+#: step, 2.7 us, stays positive), up to +100 us (a slow proxy thread, a congested fabric).
 LATENCY_RANGE_S = (-2.0e-6, 100.0e-6)
+#: Plausible offsets of the host launch, seconds: down to -4 us (the 4 us
+#: ``params.KERNEL_LAUNCH_S`` is then all gone: a CUDA-graph launch), up to +100 us.
+LAUNCH_RANGE_S = (-4.0e-6, 100.0e-6)
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,8 @@ class Calibration:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and lo <= value <= hi):
                 raise UsageError(f"must lie in [{lo}, {hi}], not {value}", entry=name)
-        lo, hi = LATENCY_RANGE_S
-        for name in ("net_latency_s", "launch_latency_s"):
+        for name, (lo, hi) in (("net_latency_s", LATENCY_RANGE_S),
+                               ("launch_latency_s", LAUNCH_RANGE_S)):  # fmt: skip
             value = getattr(self, name)
             if not (math.isfinite(value) and lo <= value <= hi):
                 raise UsageError(f"must lie in [{lo}, {hi}] s, not {value}", entry=name)
