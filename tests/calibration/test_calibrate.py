@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleup.bench import bench_rows
-from scaleup.calibration import fit_profile, load_profile, parse_log, read_logs
+from scaleup.calibration import Pin, fit_profile, load_profile, parse_log, read_logs
 from scaleup.cli.app import app
 from scaleup.errors import LogFileError, ProfileFileError
 from scaleup.topology import resolve_topology
@@ -60,7 +60,8 @@ def test_fit_recovers_known_parameters(tmp_path: Path) -> None:
 
 def test_real_log_improves_held_back_sizes() -> None:
     logs = read_logs([REAL_LOG])
-    assert logs[0].ranks == 8 and logs[0].collective == "all_reduce"
+    assert logs[0].ranks == 8
+    assert logs[0].collective == "all_reduce"
     assert len(logs[0].rows) == 6  # in-place N/A: no row
     fit = fit_profile(resolve_topology("mi300x-8"), logs, topology_name="mi300x-8",
                       hold_out_every=2)  # fmt: skip
@@ -88,8 +89,8 @@ def test_rccl_layout_and_nccl_debug_pins() -> None:
     assert [(r.size_bytes, r.placement, r.time_us) for r in log.rows][:2] == [
         (8, "out-of-place", 20.1), (8, "in-place", 19.9)]  # fmt: skip
     pins = {r.size_bytes: r.pin for r in log.rows}
-    assert pins[8] is not None and (pins[8].algorithm, pins[8].protocol) == ("tree", "ll")
-    assert pins[1048576] is not None and pins[1048576].channels == 16
+    assert pins[8] == Pin("tree", "ll")
+    assert pins[1048576] == Pin("ring", "simple", 16)
 
 
 def test_profile_round_trip_and_bench_applies_it(tmp_path: Path) -> None:
@@ -112,8 +113,11 @@ def test_profile_round_trip_and_bench_applies_it(tmp_path: Path) -> None:
     ("name", "text", "message"),
     [
         ("empty.log", "", "empty file"),
-        ("norows.log", "# nThread 1 nGpus 8\n" + HEADER + "# Out of bounds values : 0 OK\n",
-         "no nccl-tests"),
+        (
+            "norows.log",
+            "# nThread 1 nGpus 8\n" + HEADER + "# Out of bounds values : 0 OK\n",
+            "no nccl-tests",
+        ),
         ("malformed.log", HEADER + "8 2 float sum -1 oops 0 0 0 oops 0 0 0\n", "not a number"),
         ("short.log", HEADER + "8 2 float\n", "columns"),
         ("noheader.log", "8 2 float sum -1 1.0 0 0 0 1.0 0 0 0\n", "column header"),
@@ -124,20 +128,23 @@ def test_bad_logs_are_one_line_exit_2(tmp_path: Path, name: str, text: str, mess
     path.write_text(text)
     result = runner.invoke(app, ["calibrate", str(path), "--topology", "dgx-h100"])
     assert result.exit_code == 2
-    assert message in result.output and name in result.output
+    assert message in result.output
+    assert name in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert "Traceback" not in result.output
 
 
 def test_missing_log_and_bad_profile_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["calibrate", str(tmp_path / "nope.log"), "--topology", "dgx-h100"])
-    assert result.exit_code == 2 and "cannot read" in result.output
+    assert result.exit_code == 2
+    assert "cannot read" in result.output
     bad = tmp_path / "bad.toml"
     bad.write_text('[profile]\ntopology = "dgx-h100"\nlink_efficiency = 1.5\n')
     with pytest.raises(ProfileFileError, match="link_efficiency"):
         load_profile(bad)
     result = runner.invoke(app, ["bench", "-b", "8", "-e", "8", "--profile", str(bad)])
-    assert result.exit_code == 2 and "link_efficiency" in result.output
+    assert result.exit_code == 2
+    assert "link_efficiency" in result.output
     assert len(result.output.strip().splitlines()) == 1
     with pytest.raises(LogFileError, match="no log"):
         read_logs([])

@@ -15,7 +15,7 @@ How (cheap on purpose):
    bound by its thread block at one link efficiency is bound by the link at another; pinning it
    let the fit drift where ``bench`` then disagreed). An evaluation simulates the pinned
    candidates at the logs' sizes only, one request per (collective, dtype, algorithm, protocol,
-   channels), all in one :class:`~scaleup.tune.TuneSession` (channel plans are searched once per variant).
+   channels), all in one :class:`~scaleup.tune.TuneSession`.
 3. ``scipy.optimize.least_squares`` (trust-region reflective, bounds, finite differences with a
    relative step of 1e-3, ``max_nfev`` 30 by default) minimises the residuals
    ``log(model) - log(measured)``: relative errors, so an 8 B row weighs as much as an 8 GiB row.
@@ -155,7 +155,9 @@ def _times_us(choices: Sequence[TunedChoice]) -> np.ndarray:
 def _catalog_efficiency(topology: Topology, cls: int) -> float | None:
     """The catalog's payload fraction of the fabric's links of link class ``cls`` (the widest
     technology's, if several), or None when it has none."""
-    techs = {c.tech: c.bandwidth_bytes_per_s for c in topology.channels if _link_class(c.tech) == cls}
+    techs = {
+        c.tech: c.bandwidth_bytes_per_s for c in topology.channels if _link_class(c.tech) == cls
+    }
     if not techs:
         return None
     return link_efficiency(max(techs, key=lambda t: techs[t]))
@@ -239,14 +241,14 @@ def fit_profile(
     def residuals(x: np.ndarray) -> np.ndarray:
         nonlocal evaluations
         evaluations += 1
-        topo = topology.with_calibration(_calibration(names, x))
+        topo = topology.with_calibration(_calibration(names, [float(v) for v in x]))
         return np.log(_times_us(_choices(topo, train, train_pins, n, session))) - measured
 
     result = least_squares(
         residuals, [s for _, s, _, _ in params], bounds=([lo for *_, lo, _ in params],
         [hi for *_, hi in params]), diff_step=1e-3, max_nfev=max_evaluations, method="trf",
     )  # fmt: skip
-    best = _calibration(names, result.x)
+    best = _calibration(names, [float(v) for v in result.x])
     after = _times_us(_choices(topology.with_calibration(best), points, free, n, session))
     train_mask = ~np.array(held)
     rel = np.log([p.time_us for p in points])
@@ -264,7 +266,7 @@ def fit_profile(
         **values,
     )  # fmt: skip
     errors = tuple(
-        PointError(p, float(b), float(a), h) for p, b, a, h in zip(points, before, after, held, strict=True)
+        PointError(p, float(b), float(a), h)
+        for p, b, a, h in zip(points, before, after, held, strict=True)
     )
     return Fit(profile, errors, n)
-

@@ -19,8 +19,8 @@ Around the table, what the log says about the run is kept when present:
 
 Every failure is one :class:`~scaleup.errors.LogFileError` naming the file and line.
 
->>> text = '''#       size   count  type redop root  time algbw busbw #wrong  time algbw busbw #wrong
-...            8       2 float   sum   -1 24.60  0.00  0.00      0 24.10  0.00  0.00      0'''
+>>> text = '''# size count type redop root time algbw busbw #wrong time algbw busbw #wrong
+...          8     2 float   sum   -1 24.60  0.00  0.00      0 24.10  0.00  0.00      0'''
 >>> [(r.size_bytes, r.placement, r.time_us) for r in parse_log(text, "x.log").rows]
 [(8, 'out-of-place', 24.6), (8, 'in-place', 24.1)]
 """

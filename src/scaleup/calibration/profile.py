@@ -55,9 +55,9 @@ __all__ = ["PARAMETERS", "FitSummary", "Profile", "apply_profile", "dumps", "loa
 
 #: The parameters a profile can hold, in fit order.
 PARAMETERS = ("link_efficiency", "nic_efficiency", "net_latency_us", "launch_latency_us")
-_EFF = {"ge": EFFICIENCY_RANGE[0], "le": EFFICIENCY_RANGE[1]}
-_LAT = {"ge": LATENCY_RANGE_S[0] * 1e6, "le": LATENCY_RANGE_S[1] * 1e6}
-_LAUNCH = {"ge": LAUNCH_RANGE_S[0] * 1e6, "le": LAUNCH_RANGE_S[1] * 1e6}
+_EFF_LO, _EFF_HI = EFFICIENCY_RANGE
+_LAT_LO, _LAT_HI = (v * 1e6 for v in LATENCY_RANGE_S)
+_LAUNCH_LO, _LAUNCH_HI = (v * 1e6 for v in LAUNCH_RANGE_S)
 
 
 class _Strict(BaseModel):
@@ -67,30 +67,30 @@ class _Strict(BaseModel):
 class Uncertainty(_Strict):
     """One standard deviation of each fitted parameter (absent: not fitted)."""
 
-    link_efficiency: float | None = Field(None, ge=0)
-    nic_efficiency: float | None = Field(None, ge=0)
-    net_latency_us: float | None = Field(None, ge=0)
-    launch_latency_us: float | None = Field(None, ge=0)
+    link_efficiency: float | None = Field(default=None, ge=0)
+    nic_efficiency: float | None = Field(default=None, ge=0)
+    net_latency_us: float | None = Field(default=None, ge=0)
+    launch_latency_us: float | None = Field(default=None, ge=0)
 
 
 class FitSummary(_Strict):
     """How the fit went: parameters fitted, points, RMS of log(model/measured) before and after."""
 
     fitted: tuple[str, ...] = ()
-    points: int = Field(0, ge=0)
+    points: int = Field(default=0, ge=0)
     rms_log_error_before: float | None = None
     rms_log_error_after: float | None = None
-    evaluations: int = Field(0, ge=0)
+    evaluations: int = Field(default=0, ge=0)
 
 
 class Profile(_Strict):
     """The fitted parameters of one fabric (see the module docstring)."""
 
     topology: str
-    link_efficiency: float | None = Field(None, **_EFF)
-    nic_efficiency: float | None = Field(None, **_EFF)
-    net_latency_us: float = Field(0.0, **_LAT)
-    launch_latency_us: float = Field(0.0, **_LAUNCH)
+    link_efficiency: float | None = Field(default=None, ge=_EFF_LO, le=_EFF_HI)
+    nic_efficiency: float | None = Field(default=None, ge=_EFF_LO, le=_EFF_HI)
+    net_latency_us: float = Field(default=0.0, ge=_LAT_LO, le=_LAT_HI)
+    launch_latency_us: float = Field(default=0.0, ge=_LAUNCH_LO, le=_LAUNCH_HI)
     logs: tuple[str, ...] = ()
     uncertainty: Uncertainty = Uncertainty()
     fit: FitSummary = FitSummary()

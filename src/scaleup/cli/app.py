@@ -22,7 +22,16 @@ from scaleup.errors import ScaleupError
 __all__ = ["COMMAND_MODULES", "app", "main"]
 
 #: Modules that each define ``register(app)``; one per command group, in help order.
-COMMAND_MODULES: tuple[ModuleType, ...] = (topo, schedule, bench, calibrate, run, plan, compare, sweep)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    topo,
+    schedule,
+    bench,
+    calibrate,
+    run,
+    plan,
+    compare,
+    sweep,
+)
 
 
 class ScaleupGroup(TyperGroup):

@@ -88,7 +88,8 @@ def _print(fit: Any, out: Path | None) -> None:
         for e in fit.errors
     ]  # fmt: skip
     render.print_table(
-        ("op", "size", "measured us", "before us", "err", "after us", "err", ""), table,
+        ("op", "size", "measured us", "before us", "err", "after us", "err", ""),
+        table,
         title=f"RMS log error {p.fit.rms_log_error_before:.3f} -> {p.fit.rms_log_error_after:.3f}"
         " (fitted points)",
     )

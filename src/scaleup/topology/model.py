@@ -101,7 +101,14 @@ class Topology:
     @cached_property
     def _hash(self) -> int:
         return hash(
-            (self.name, self.devices, self.links, self.peer_access, self.description, self.calibration)
+            (
+                self.name,
+                self.devices,
+                self.links,
+                self.peer_access,
+                self.description,
+                self.calibration,
+            )
         )
 
     def __getstate__(self) -> dict[str, Any]:
