@@ -15,6 +15,8 @@ Hierarchy::
      │    ├── UnknownCatalogEntry    no device / link technology / switch of that name
      │    ├── SpecFileError          a sweep spec or model file breaks a rule
      │    ├── MscclFileError         an MSCCL XML schedule is malformed or uses what scaleup lacks
+     │    ├── LogFileError           an nccl-tests / rccl-tests log cannot be read
+     │    ├── ProfileFileError       a calibration profile file breaks a rule
      │    ├── UsageError             a flag or argument combination that cannot work
      │    │    └── Unsupported        a valid torch.distributed call this runtime cannot honour
      │    └── LimitError             a size beyond a documented limit or this machine's memory
@@ -47,8 +49,10 @@ __all__ = [
     "Interrupted",
     "LimitError",
     "MscclFileError",
+    "LogFileError",
     "NoRouteError",
     "PostconditionError",
+    "ProfileFileError",
     "RaceError",
     "RankFailed",
     "RankTimeout",
@@ -142,6 +146,14 @@ class SpecFileError(InputError):
 class MscclFileError(InputError):
     """An MSCCL XML schedule (msccl-tools, TACCL, RCCL's files) is malformed, or uses a step type
     or feature scaleup cannot express; ``entry`` names the element (gpu/tb/step)."""
+
+
+class LogFileError(InputError):
+    """An nccl-tests / rccl-tests log cannot be read: missing, empty, malformed, no rows."""
+
+
+class ProfileFileError(InputError):
+    """A calibration profile TOML file breaks a rule."""
 
 
 class UsageError(InputError):

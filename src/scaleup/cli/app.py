@@ -16,13 +16,22 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from scaleup.cli import bench, compare, plan, run, schedule, sweep, topo
+from scaleup.cli import bench, calibrate, compare, plan, run, schedule, sweep, topo
 from scaleup.errors import ScaleupError
 
 __all__ = ["COMMAND_MODULES", "app", "main"]
 
 #: Modules that each define ``register(app)``; one per command group, in help order.
-COMMAND_MODULES: tuple[ModuleType, ...] = (topo, schedule, bench, run, plan, compare, sweep)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    topo,
+    schedule,
+    bench,
+    calibrate,
+    run,
+    plan,
+    compare,
+    sweep,
+)
 
 
 class ScaleupGroup(TyperGroup):

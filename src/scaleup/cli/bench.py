@@ -118,6 +118,9 @@ _OPTIONS: dict[str, Any] = {
         "--topology",
         help=f"Preset, Nx<preset>, file; a,b compares (default {DEFAULT_TOPOLOGY}).",
     ),
+    "profile": typer.Option(
+        None, "--profile", help="Apply a calibration profile (scaleup calibrate --out FILE)."
+    ),
     "json_out": typer.Option(False, "--json", help="Print the rows as JSON."),
     "csv_out": typer.Option(False, "--csv", help="Print the rows as CSV."),
     "plot": typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
@@ -176,6 +179,7 @@ def bench_cmd(
     check: int = _OPTIONS["check"],
     explain: bool = _OPTIONS["explain"],
     exact: bool = _OPTIONS["exact"],
+    profile: Path | None = _OPTIONS["profile"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -190,7 +194,7 @@ def bench_cmd(
     name, redop = split_op(op, collective)
     flags = BenchFlags(min_bytes, max_bytes, factor, name, dtype, redop, root, ranks, algo, proto,
                    channels, tuner, no_p2p, topology, runtime, iters, warmup, check,
-                   explain, exact, os.environ)  # fmt: skip
+                   explain, exact, os.environ, profile)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     check_mode(flags)

@@ -13,6 +13,7 @@ import contextlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scaleup.cli.bench_table import SweepArgs
@@ -179,6 +180,7 @@ class BenchFlags:
     explain: bool = False
     exact: bool = False
     environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
+    profile: Path | None = None  # a calibration profile (scaleup calibrate) applied to every fabric
 
 
 def nccl_env_of(flags: BenchFlags) -> tuple[NcclEnv, list[str]]:
@@ -258,6 +260,7 @@ def check_mode(flags: BenchFlags) -> None:
         "--no-p2p": flags.no_p2p,
         "--explain": flags.explain,
         "--exact": flags.exact,
+        "--profile": flags.profile is not None,
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:

@@ -36,7 +36,8 @@ __all__ = ["explain", "measure", "print_series", "simulate", "topologies"]
 
 
 def topologies(flags: BenchFlags) -> dict[str, Topology]:
-    """``--topology`` (default dgx-h100) resolved, by label; ``:no-p2p`` with ``--no-p2p``."""
+    """``--topology`` (default dgx-h100) resolved, by label; ``:no-p2p`` with ``--no-p2p``; with
+    ``--profile``, the calibration profile's corrections applied to every fabric."""
     from scaleup.topology import resolve_topology
 
     labels = split_topologies(flags.topology or DEFAULT_TOPOLOGY)
@@ -44,6 +45,11 @@ def topologies(flags: BenchFlags) -> dict[str, Topology]:
     if flags.no_p2p:
         topos = [t.with_peer_access(False) for t in topos]
         labels = [f"{lab}:no-p2p" for lab in labels]
+    if flags.profile is not None:
+        from scaleup.calibration.profile import apply_profile, load_profile
+
+        profile = load_profile(flags.profile)
+        topos = [apply_profile(t, profile) for t in topos]
     if len(set(labels)) != len(labels):
         raise UsageError("--topology lists the same fabric twice", source="--topology")
     return dict(zip(labels, topos, strict=True))

@@ -14,7 +14,7 @@ from scipy.sparse.csgraph import shortest_path
 from scaleup import hardware
 from scaleup.errors import NoRouteError
 from scaleup.sim import params as P
-from scaleup.topology.model import NodeKind, Topology
+from scaleup.topology.model import Channel, NodeKind, Topology
 from scaleup.topology.torus import TorusTopology, dor_route
 
 __all__ = ["FabricPaths", "link_efficiency"]
@@ -73,6 +73,7 @@ class FabricPaths:
         self.ch_class = np.array([_link_class(c.tech) for c in channels], dtype=np.int64)
         eff = {tech: link_efficiency(tech) for tech in {c.tech for c in channels}}
         self.ch_capacity = np.array([c.bandwidth_bytes_per_s * eff[c.tech] for c in channels])
+        self._calibrate(topology, channels)
         # graphs for hop-count BFS: without hosts (preferred) and with them
         self._graphs = {}
         for with_hosts in (False, True):
@@ -88,6 +89,19 @@ class FabricPaths:
         self._dist: dict[tuple[bool, int], np.ndarray] = {}
         self._paths: dict[tuple[int, int], PathSplit] = {}
         self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
+
+    def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
+        """A profile's link and NIC efficiencies replace the catalog's payload fraction of every
+        scale-up (class 1) and network (class 3) channel (:mod:`scaleup.topology.calibration`)."""
+        cal = topology.calibration
+        if cal is None:
+            return
+        for cls, value in ((1, cal.link_efficiency), (3, cal.nic_efficiency)):
+            if value is None:
+                continue
+            on = np.flatnonzero(self.ch_class == cls)
+            raw = np.array([channels[i].bandwidth_bytes_per_s for i in on])
+            self.ch_capacity[on] = raw * value
 
     # ---- distances -----------------------------------------------------------------------
     def prepare(self, devices: np.ndarray) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "Protocol",
     "for_library",
     "for_topology",
+    "host_launch_s",
     "library_for",
     "protocol",
 ]
@@ -176,4 +177,24 @@ def for_topology(
     library = library_for(topology, index)
     arch = str(hardware.accelerator(chosen[0].type).arch) if chosen else ""
     multi_node = len({a.node for a in chosen}) > 1
-    return for_library(proto, library, arch=arch, multi_node=multi_node)
+    out = for_library(proto, library, arch=arch, multi_node=multi_node)
+    cal = topology.calibration
+    if cal is None or not cal.net_latency_s:
+        return out
+    step = dict(out.step_latency_s)  # a profile's offset of the network step (NCCL hwLat NET)
+    step["net"] = step.get("net", 0.0) + cal.net_latency_s
+    return replace(out, step_latency_s=step)
+
+
+def host_launch_s(topology: Topology) -> float:
+    """Host cost of launching one collective on ``topology``: :data:`~scaleup.sim.params
+    .KERNEL_LAUNCH_S` plus a calibration profile's offset (:mod:`scaleup.topology.calibration`).
+
+    >>> from scaleup.topology import resolve_topology
+    >>> from scaleup.topology.calibration import Calibration
+    >>> t = resolve_topology("dgx-h100")
+    >>> round(host_launch_s(t.with_calibration(Calibration(launch_latency_s=5e-6))) * 1e6, 6)
+    9.0
+    """
+    cal = topology.calibration
+    return P.KERNEL_LAUNCH_S + (cal.launch_latency_s if cal is not None else 0.0)

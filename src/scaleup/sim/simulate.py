@@ -36,7 +36,7 @@ from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, 
 from scaleup.sim.fairshare import get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
-from scaleup.sim.protocols import Protocol, for_topology, protocol
+from scaleup.sim.protocols import Protocol, for_topology, host_launch_s, protocol
 from scaleup.sim.quotient import Quotient
 from scaleup.sim.run import Run
 from scaleup.sim.symmetry import Symmetry, find_symmetry
@@ -170,7 +170,7 @@ class CompiledSchedule:
         """When the roots are released: host launch (:data:`~scaleup.sim.params.KERNEL_LAUNCH_S`)
         plus the protocol's base latency (none for NVLS-only schedules)."""
         proto = for_topology(proto, self.topology, self.rank_map)  # NCCL's or RCCL's base latency
-        return P.KERNEL_LAUNCH_S + (0.0 if self.nvls_only else proto.launch_latency_s)
+        return host_launch_s(self.topology) + (0.0 if self.nvls_only else proto.launch_latency_s)
 
     def lower_bound_s(
         self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaleup import hardware
 from scaleup.errors import TopologyFileError, UnknownTopologyEntry
+from scaleup.topology.calibration import Calibration
 from scaleup.topology.elements import Channel, Device, Link, NodeKind, _tech, bulk
 from scaleup.topology.validate import validate
 
@@ -74,6 +75,8 @@ class Topology:
     links: tuple[Link, ...]
     peer_access: bool = True
     description: str = ""
+    #: measured corrections of the catalog figures (a calibration profile); None: the catalog's
+    calibration: Calibration | None = None
     _by_id: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -97,11 +100,20 @@ class Topology:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((self.name, self.devices, self.links, self.peer_access, self.description))
+        return hash(
+            (
+                self.name,
+                self.devices,
+                self.links,
+                self.peer_access,
+                self.description,
+                self.calibration,
+            )
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickle (dask, multiprocessing) only the data; derived views are rebuilt on demand.
-        keep = ("name", "devices", "links", "peer_access", "description", "_by_id")
+        keep = ("name", "devices", "links", "peer_access", "description", "calibration", "_by_id")
         return {k: self.__dict__[k] for k in keep}
 
     def _error(self, message: str, entry: str | None) -> TopologyFileError:
@@ -195,6 +207,10 @@ class Topology:
     def with_peer_access(self, peer_access: bool) -> Topology:
         """The same fabric with peer (P2P load/store) access on or off (``--no-p2p``)."""
         return dataclasses.replace(self, peer_access=peer_access)
+
+    def with_calibration(self, calibration: Calibration | None) -> Topology:
+        """The same fabric with a profile's corrections of the catalog figures (None: none)."""
+        return dataclasses.replace(self, calibration=calibration)
 
     def device_latency_s(self, device_id: str) -> float:
         """Traversal latency of a device: switch/NIC port to port and a host's root complex from

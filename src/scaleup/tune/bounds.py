@@ -44,7 +44,7 @@ import numpy as np
 
 from scaleup.collectives.spec import itemsize
 from scaleup.sim import params as P
-from scaleup.sim.protocols import for_topology, protocol
+from scaleup.sim.protocols import for_topology, host_launch_s, protocol
 from scaleup.topology.model import Topology
 from scaleup.tune.bound_terms import Terms, terms
 from scaleup.tune.group_fabric import GroupFabric
@@ -132,7 +132,7 @@ def lower_bound_s(
     """
     proto = for_topology(protocol(cand.protocol), topology, group)
     nvls = cand.algorithm in ("nvls", "nvls_tree")
-    start = P.KERNEL_LAUNCH_S + (0.0 if nvls else proto.launch_latency_s)
+    start = host_launch_s(topology) + (0.0 if nvls else proto.launch_latency_s)
     n = fabric.nranks
     if n < 2 or collective == "send_recv":
         return start / _MARGIN
