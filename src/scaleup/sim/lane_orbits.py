@@ -101,7 +101,7 @@ def lane_generators(
     base = len(found)
     across = len(families) > 2 or (len(topology.nodes) > 1 and len(families) == 2)
     for i, targets in enumerate(families):
-        if 0 < i and len(found) > base and (not across or i < len(families) - 1):
+        if i > 0 and len(found) > base and (not across or i < len(families) - 1):
             continue  # one server shift (or one shift on one switch) is enough: the smallest
         for target in targets:
             gen = _generator(orders, positions, by_cycle, int(target), topology, net)

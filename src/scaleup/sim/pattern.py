@@ -86,9 +86,7 @@ class RingPattern:
         row_at = np.empty((len(ln), n), dtype=np.int64)  # (lane, start position) -> row
         row_at[np.repeat(np.arange(len(ln)), n), start] = np.arange(len(ln) * n)
         lane_of = np.arange(len(ln) * n) // n
-        row_images = [
-            row_at[g.lane_image[lane_of], (start + g.shift[lane_of]) % n] for g in gens
-        ]
+        row_images = [row_at[g.lane_image[lane_of], (start + g.shift[lane_of]) % n] for g in gens]
         counts = row_counts(spec, params)
         if any(not np.array_equal(counts[img], counts) for img in row_images):
             return None  # chains of one orbit must carry the same count
@@ -254,7 +252,7 @@ def _cta_orbits(
     """Orbit label of each representative thread block (rank, channel tag) and every orbit's
     size, over the (rank, tag) grid; None when the generators do not map tags consistently."""
     schedule = c.schedule
-    ln = lanes(schedule.nranks, schedule.params)
+    ln = lanes(schedule.nranks, dict(schedule.params))
     tags = int(ln.channel.max()) + 1
     n = schedule.nranks
     images = []

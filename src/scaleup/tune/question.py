@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scaleup.collectives.algorithms import build_schedule
+from scaleup.collectives.algorithms.ring import ROW_BUILDERS
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
-from scaleup.errors import ScheduleError, SimulationError
-from scaleup.collectives.algorithms.ring import ROW_BUILDERS
+from scaleup.errors import LimitError, ScheduleError, SimulationError
 from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
 from scaleup.sim.pattern import RingPattern
 from scaleup.topology.model import Topology
@@ -104,7 +104,7 @@ class Question:
             try:
                 count = self.reference_count(channels, chunks)
                 self.compiled[key] = self._compile(self.build(algorithm, count, channels, chunks))
-            except (ScheduleError, SimulationError):
+            except (ScheduleError, SimulationError, LimitError):
                 return None
         return self.compiled[key]
 
@@ -181,7 +181,8 @@ class Question:
             return False
         try:
             self.checked_for(*structure)
-        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+        except (ScheduleError, SimulationError, LimitError) as error:  # unsupported, wrong or
+            # too large to build here (MAX_SCHEDULE_OPS, memory): never trusted, never fatal
             self.failed[structure] = error.one_line()
             return False
         return True
@@ -204,7 +205,8 @@ class Question:
                 cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
                 exact=self.session.exact,
             )  # fmt: skip
-        except (ScheduleError, SimulationError) as error:  # unsupported or wrong: never trusted
+        except (ScheduleError, SimulationError, LimitError) as error:  # unsupported, wrong or
+            # too large to build here (MAX_SCHEDULE_OPS, memory): never trusted, never fatal
             self.failed[structure] = error.one_line()
             return None
         timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)

@@ -249,9 +249,7 @@ def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     return reduce_scatter_rows(spec, params, None).schedule
 
 
-def reduce_scatter_rows(
-    spec: CollectiveSpec, params: dict[str, Any], rows: Rows | None
-) -> Built:
+def reduce_scatter_rows(spec: CollectiveSpec, params: dict[str, Any], rows: Rows | None) -> Built:
     """:func:`reduce_scatter` for the chains ``rows`` keeps (all of them when None)."""
     n, ln, blk = spec.nranks, lanes(spec.nranks, params), spec.block_count
     b = _builder(spec, params, scratch=spec.input_count)
