@@ -43,7 +43,6 @@ blocks); all_reduce's ``2(n-1)/n x S / B`` when the switch does not reduce (the 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -329,7 +328,6 @@ def _distance_bound(fab: _Fabric, demands: np.ndarray) -> float:
     return best
 
 
-@functools.lru_cache(maxsize=64)
 def _model(t: Topology, collective: str, ranks: tuple[int, ...], root: int) -> LpModel:
     n = len(ranks)
     cut_need(collective, [0], max(n, 2), root)  # an unknown collective raises here
