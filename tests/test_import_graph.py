@@ -43,12 +43,12 @@ LAYERS: dict[str, int] = {
     "bench": 7,
     "sweep": 7,
     "compare": 7,
-    "calibration": 7,
+    "calibrate": 7,
     "cli": 8,
     "__main__": 9,  # python -m scaleup: the command line, above everything
 }
 #: Pairs of different names in one layer that may import each other (a -> b).
-SAME_LAYER_ALLOWED = {("sweep", "bench"), ("calibration", "bench"), ("compare", "bench")}
+SAME_LAYER_ALLOWED = {("sweep", "bench"), ("calibrate", "bench"), ("compare", "bench")}
 #: Modules allowed to call importlib.import_module (they load targets named in data, not ours).
 DYNAMIC_IMPORT_ALLOWED = ("sweep",)
 

@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleup.bench import bench_rows
-from scaleup.calibration import Pin, fit_profile, load_profile, parse_log, read_logs
+from scaleup.calibrate import Pin, fit_profile, load_profile, parse_log, read_logs
 from scaleup.cli.app import app
 from scaleup.errors import LogFileError, ProfileFileError
 from scaleup.topology import resolve_topology
-from scaleup.topology.calibration import Calibration
+from scaleup.topology.model_profile import Calibration
 from scaleup.tune import BenchRequest
 
 DATA = Path(__file__).parent / "data"

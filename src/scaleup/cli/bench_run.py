@@ -46,7 +46,7 @@ def topologies(flags: BenchFlags) -> dict[str, Topology]:
         topos = [t.with_peer_access(False) for t in topos]
         labels = [f"{lab}:no-p2p" for lab in labels]
     if flags.profile is not None:
-        from scaleup.calibration.profile import apply_profile, load_profile
+        from scaleup.calibrate.profile import apply_profile, load_profile
 
         profile = load_profile(flags.profile)
         topos = [apply_profile(t, profile) for t in topos]

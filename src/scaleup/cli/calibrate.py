@@ -1,8 +1,8 @@
 """``scaleup calibrate LOG... --topology T``: fit a profile of model parameters to measured logs.
 
-Reads nccl-tests / rccl-tests output (:mod:`scaleup.calibration.logs`), fits the scale-up link
+Reads nccl-tests / rccl-tests output (:mod:`scaleup.calibrate.logs`), fits the scale-up link
 efficiency and the launch latency (and, across nodes, the NIC efficiency and the network latency;
-:mod:`scaleup.calibration.fit`), writes the profile TOML (``--out``) and prints the parameters with
+:mod:`scaleup.calibrate.fit`), writes the profile TOML (``--out``) and prints the parameters with
 their uncertainty and, per size, the error before and after. ``scaleup bench --profile FILE``
 applies the profile. A missing, empty or malformed log is one line and exit code 2.
 """
@@ -32,6 +32,7 @@ _OPTIONS: dict[str, Any] = {
     ),
     "max_evals": typer.Option(30, "--max-evals", help="Most evaluations of the fit."),
     "json_out": typer.Option(False, "--json", help="Print the profile and errors as JSON."),
+    "csv_out": typer.Option(False, "--csv", help="Print the per-size errors as CSV."),
 }
 
 
@@ -48,12 +49,14 @@ def calibrate_cmd(
     hold_out: int = _OPTIONS["hold_out"],
     max_evals: int = _OPTIONS["max_evals"],
     json_out: bool = _OPTIONS["json_out"],
+    csv_out: bool = _OPTIONS["csv_out"],
 ) -> None:
     """Fit link/NIC efficiency and network/launch latency to nccl-tests logs; save a profile."""
-    from scaleup.calibration import dumps, fit_profile, read_logs
+    from scaleup.calibrate import dumps, fit_profile, read_logs
     from scaleup.errors import UsageError
     from scaleup.topology import resolve_topology
 
+    render.check_one_format(json_out, csv_out)
     if max_evals < 1 or hold_out < 0:
         raise UsageError("must be positive", source="--max-evals/--hold-out")
     parsed = read_logs(logs, collective=collective)
@@ -65,9 +68,10 @@ def calibrate_cmd(
             out.write_text(dumps(fit.profile), encoding="utf-8")
         except OSError as error:
             raise UsageError(f"cannot write: {error.strerror}", source=str(out)) from None
-    if json_out:
-        render.print_json({"profile": fit.profile.model_dump(), "ranks": fit.ranks,
-                           "points": [e.to_dict() for e in fit.errors]})  # fmt: skip
+    if json_out or csv_out:
+        points = [e.to_dict() for e in fit.errors]
+        render.print_records({"profile": fit.profile.model_dump(), "ranks": fit.ranks,
+                              "points": points}, points, csv_out=csv_out)  # fmt: skip
         return
     _print(fit, out)
 

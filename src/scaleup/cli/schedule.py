@@ -271,6 +271,7 @@ def time_cmd(
     ),
     dtype: str = _DTYPE,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print the result as CSV."),
     channels: int = _CHANNELS,
     chunks: int = _CHUNKS,
     ranks_per_node: int = _RPN,
@@ -280,6 +281,7 @@ def time_cmd(
     redop: str = _REDOP,
 ) -> None:
     """Time a schedule on a topology (nccl-tests columns); it is verified first."""
+    render.check_one_format(json_out, csv_out)
     numpy_dtype(dtype)
     schedule = _schedule(
         file, algo, op, ranks, count, root=root, redop=redop,
@@ -298,10 +300,12 @@ def time_cmd(
         "dtype": dtype, "size_bytes": size, "time_us": result.time_us,
         "algbw_gb_per_s": algbw, "busbw_gb_per_s": algbw * schedule.spec.busbw_factor(),
     }  # fmt: skip
-    if json_out:
-        render.print_json(row)
+    if json_out or csv_out:
+        render.print_records(row, [row], csv_out=csv_out)
         return
-    render.print_table(list(row), [list(row.values())], title=f"{schedule} on {result.topology}")
+    shown = {k: f"{v:.2f}" if isinstance(v, float) else v for k, v in row.items()}
+    title = f"{schedule} on {result.topology}"
+    render.print_table(list(shown), [list(shown.values())], title=title)
 
 
 def register(app: typer.Typer) -> None:

@@ -92,7 +92,7 @@ class FabricPaths:
 
     def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
         """A profile's link and NIC efficiencies replace the catalog's payload fraction of every
-        scale-up (class 1) and network (class 3) channel (:mod:`scaleup.topology.calibration`)."""
+        scale-up (class 1) and network (class 3) channel (:mod:`scaleup.topology.model_profile`)."""
         cal = topology.calibration
         if cal is None:
             return

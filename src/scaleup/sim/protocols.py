@@ -188,10 +188,10 @@ def for_topology(
 
 def host_launch_s(topology: Topology) -> float:
     """Host cost of launching one collective on ``topology``: :data:`~scaleup.sim.params
-    .KERNEL_LAUNCH_S` plus a calibration profile's offset (:mod:`scaleup.topology.calibration`).
+    .KERNEL_LAUNCH_S` plus a calibration profile's offset (:mod:`scaleup.topology.model_profile`).
 
     >>> from scaleup.topology import resolve_topology
-    >>> from scaleup.topology.calibration import Calibration
+    >>> from scaleup.topology.model_profile import Calibration
     >>> t = resolve_topology("dgx-h100")
     >>> round(host_launch_s(t.with_calibration(Calibration(launch_latency_s=5e-6))) * 1e6, 6)
     9.0

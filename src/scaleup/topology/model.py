@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from scaleup import hardware
 from scaleup.errors import TopologyFileError, UnknownTopologyEntry
-from scaleup.topology.calibration import Calibration
 from scaleup.topology.elements import Channel, Device, Link, NodeKind, _tech, bulk
+from scaleup.topology.model_profile import Calibration
 from scaleup.topology.validate import validate
 
 if TYPE_CHECKING:

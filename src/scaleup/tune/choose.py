@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scaleup.errors import SimulationError
+from scaleup.sim import CompiledSchedule
 from scaleup.tune.choice import TunedChoice
 from scaleup.tune.msccl import MscclRange, msccl_candidate
 from scaleup.tune.observe import CandidateOutcome
@@ -189,6 +190,8 @@ class SizePass:
         compiled = q.compiled.get(key) or q.compiled.get(first)
         if pruned and compiled is None:  # explaining: the structure whose bound is shown
             compiled = q.compiled_for(*first)
+        if not isinstance(compiled, CompiledSchedule):  # a ring pattern: explaining builds none
+            compiled = None
         q.session.observer(CandidateOutcome(
             q.topology, q.group, q.collective, nbytes, count, cand, chunks,
             "pruned" if pruned else "failed" if timed is None else "simulated",

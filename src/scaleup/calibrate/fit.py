@@ -1,7 +1,7 @@
 """Fitting a profile: a few physical parameters of the model, least squares on log(time).
 
 What is fitted (at most four parameters, each bounded to a plausible range,
-:mod:`scaleup.topology.calibration`): the scale-up ``link_efficiency`` and the
+:mod:`scaleup.topology.model_profile`): the scale-up ``link_efficiency`` and the
 ``launch_latency_us`` offset always; ``nic_efficiency`` and ``net_latency_us`` only when the ranks
 span several nodes (on one node nothing in the logs depends on them, so they stay the catalog's).
 
@@ -36,18 +36,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from scaleup.calibration.logs import ParsedLog, Pin
-from scaleup.calibration.profile import FitSummary, Profile, Uncertainty
+from scaleup.calibrate.logs import ParsedLog, Pin
+from scaleup.calibrate.profile import FitSummary, Profile, Uncertainty
 from scaleup.collectives.spec import itemsize, nccl_size_and_count
 from scaleup.errors import UsageError
 from scaleup.sim.paths import _link_class, link_efficiency
-from scaleup.topology.calibration import (
+from scaleup.topology.model import Topology
+from scaleup.topology.model_profile import (
     EFFICIENCY_RANGE,
     LATENCY_RANGE_S,
     LAUNCH_RANGE_S,
     Calibration,
 )
-from scaleup.topology.model import Topology
 from scaleup.tune import BenchRequest, TunedChoice, TuneSession
 
 __all__ = ["Fit", "Point", "PointError", "fit_profile", "points_of"]

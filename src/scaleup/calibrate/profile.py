@@ -23,7 +23,7 @@ A profile is what ``scaleup calibrate`` writes and ``scaleup bench --profile`` r
 ``link_efficiency`` and ``nic_efficiency`` are absent when not fitted (the catalog's stay); the
 latencies default to 0. The file is checked by a pydantic model (unknown keys, out-of-range values
 are one line naming the key). :meth:`Profile.calibration` is the
-:class:`~scaleup.topology.calibration.Calibration` the simulator applies (see that module for
+:class:`~scaleup.topology.model_profile.Calibration` the simulator applies (see that module for
 where each figure enters).
 
 >>> p = Profile(topology="dgx-h100", link_efficiency=0.8, launch_latency_us=5.0)
@@ -43,13 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scaleup.errors import ProfileFileError
 from scaleup.files import parse_toml, read_text, validate
-from scaleup.topology.calibration import (
+from scaleup.topology.model import Topology
+from scaleup.topology.model_profile import (
     EFFICIENCY_RANGE,
     LATENCY_RANGE_S,
     LAUNCH_RANGE_S,
     Calibration,
 )
-from scaleup.topology.model import Topology
 
 __all__ = ["PARAMETERS", "FitSummary", "Profile", "apply_profile", "dumps", "load_profile", "loads"]
 
@@ -96,7 +96,7 @@ class Profile(_Strict):
     fit: FitSummary = FitSummary()
 
     def calibration(self) -> Calibration:
-        """The corrections the simulator applies (:mod:`scaleup.topology.calibration`)."""
+        """The corrections the simulator applies (:mod:`scaleup.topology.model_profile`)."""
         return Calibration(
             link_efficiency=self.link_efficiency,
             nic_efficiency=self.nic_efficiency,

@@ -1,16 +1,16 @@
 """Calibration: nccl-tests / rccl-tests logs in, a profile of fitted model parameters out.
 
-:mod:`~scaleup.calibration.logs` reads the logs, :mod:`~scaleup.calibration.fit` fits a few
+:mod:`~scaleup.calibrate.logs` reads the logs, :mod:`~scaleup.calibrate.fit` fits a few
 physical parameters (link and NIC efficiency, network and launch latency) by bounded least
-squares, :mod:`~scaleup.calibration.profile` writes and reads the profile TOML and applies it to a
+squares, :mod:`~scaleup.calibrate.profile` writes and reads the profile TOML and applies it to a
 fabric (``scaleup bench --profile``). docs/calibrate.md walks through an example.
 """
 
 from __future__ import annotations
 
-from scaleup.calibration.fit import Fit, Point, PointError, fit_profile, points_of
-from scaleup.calibration.logs import LogRow, ParsedLog, Pin, parse_log, read_logs
-from scaleup.calibration.profile import (
+from scaleup.calibrate.fit import Fit, Point, PointError, fit_profile, points_of
+from scaleup.calibrate.logs import LogRow, ParsedLog, Pin, parse_log, read_logs
+from scaleup.calibrate.profile import (
     Profile,
     apply_profile,
     dumps,
