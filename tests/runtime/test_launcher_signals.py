@@ -38,6 +38,15 @@ def kill_all(proc: subprocess.Popen[str], pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal delivers it.
+
+    A shell starts background jobs (``cmd &``, nohup) with SIGINT ignored; the launcher keeps an
+    ignored SIGINT ignored, as it should, so a suite started that way would test nothing.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(launcher: str, piddir: Path, transport: str = "shm") -> subprocess.Popen[str]:
     """The launcher in its own session (a signal to its group does not reach pytest)."""
     src = str(Path(scaleup.__file__).resolve().parents[1])
@@ -48,7 +57,14 @@ def start(launcher: str, piddir: Path, transport: str = "shm") -> subprocess.Pop
     else:
         cmd = [sys.executable, str(SCRIPT), "--launch", "2", transport]
     cmd += ["busy", "1", str(piddir)]
-    return subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_sigint,  # noqa: PLW1509 (no threads hold locks here)
+    )
 
 
 @pytest.mark.parametrize(
