@@ -48,7 +48,13 @@ LAYERS: dict[str, int] = {
     "__main__": 9,  # python -m scaleup: the command line, above everything
 }
 #: Pairs of different names in one layer that may import each other (a -> b).
-SAME_LAYER_ALLOWED = {("sweep", "bench"), ("calibrate", "bench"), ("compare", "bench")}
+SAME_LAYER_ALLOWED = {
+    ("sweep", "bench"),
+    ("calibrate", "bench"),
+    ("compare", "bench"),
+    ("sweep", "calibrate"),  # a block's profile (scaleup.calibrate.profile)
+    ("compare", "calibrate"),  # --profile on every fabric
+}
 #: Modules allowed to call importlib.import_module (they load targets named in data, not ours).
 DYNAMIC_IMPORT_ALLOWED = ("sweep",)
 

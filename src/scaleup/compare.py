@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaleup.bench import bench_rows
+from scaleup.calibrate.profile import Profile, apply_profile
 from scaleup.errors import UsageError
 from scaleup.report import BenchRow
 from scaleup.topology import Topology, resolve_topology
@@ -152,6 +153,7 @@ def compare(
     tp: int | None = None,
     session: TuneSession | None = None,
     progress: Progress | None = None,
+    profile: Profile | None = None,
 ) -> list[FabricRow]:
     """Compare fabrics side by side.
 
@@ -172,6 +174,8 @@ def compare(
         The tuning session (default a new one, shared by every fabric and the planner).
     progress
         ``progress(text)`` before each slow step.
+    profile
+        A calibration profile (``scaleup calibrate``) applied to every fabric; None: none.
 
     Returns
     -------
@@ -190,7 +194,10 @@ def compare(
     timer = GroupTimer(session)
     say = progress or (lambda _text: None)
     spec = get_model(model) if model is not None else None  # an unknown model fails first
-    topos = [t if isinstance(t, Topology) else resolve_topology(t) for t in topologies]
+    topos = [
+        apply_profile(t if isinstance(t, Topology) else resolve_topology(t), profile)
+        for t in topologies
+    ]
     rows = []
     for i, (label, topo) in enumerate(zip(labels, topos, strict=True)):
         where = f"{label} ({i + 1}/{len(topos)})"

@@ -148,3 +148,57 @@ def test_missing_log_and_bad_profile_exit_2(tmp_path: Path) -> None:
     assert len(result.output.strip().splitlines()) == 1
     with pytest.raises(LogFileError, match="no log"):
         read_logs([])
+
+
+def _profile_file(tmp_path: Path, **values: float) -> Path:
+    body = "".join(f"{k} = {v}\n" for k, v in values.items())
+    path = tmp_path / "profile.toml"
+    path.write_text(f'[profile]\ntopology = "dgx-h100"\n{body}')
+    return path
+
+
+def test_compare_applies_the_profile_to_every_fabric(tmp_path: Path) -> None:
+    """A 20 us launch latency adds 20 us to every timed row of every fabric (8 B: the tuner's
+    choice does not change), and the model's step gets slower."""
+    path = _profile_file(tmp_path, launch_latency_us=20.0)
+    args = ["compare", "dgx-h100", "mi300x-8", "--sizes", "8", "-m", "llama-8b", "--json"]
+    plain = json.loads(runner.invoke(app, args).output)
+    fitted_run = runner.invoke(app, [*args, "--profile", str(path)])
+    assert fitted_run.exit_code == 0, fitted_run.output
+    fitted = json.loads(fitted_run.output)
+    for before, after in zip(plain, fitted, strict=True):
+        for op, rows in before["bench"].items():
+            for row, row_after in zip(rows, after["bench"][op], strict=True):
+                assert (row["algo"], row["proto"]) == (row_after["algo"], row_after["proto"])
+                assert row_after["time_us"] - row["time_us"] == pytest.approx(20.0, abs=1e-6)
+        assert after["model"]["step_time_s"] > before["model"]["step_time_s"]
+
+
+def test_plan_with_a_profile_is_the_plan_on_the_calibrated_fabric(tmp_path: Path) -> None:
+    """``plan --profile`` equals planning on ``Topology.with_calibration``; halving the link
+    efficiency makes communication slower, never compute."""
+    from scaleup.workload.config import ParallelConfig
+    from scaleup.workload.plan import plan
+
+    path = _profile_file(tmp_path, link_efficiency=0.5)
+    args = ["plan", "--model", "llama-8b", "--topology", "dgx-h100", "--tp", "8", "--json"]
+    plain = json.loads(runner.invoke(app, args).output)
+    result = runner.invoke(app, [*args, "--profile", str(path)])
+    assert result.exit_code == 0, result.output
+    fitted = json.loads(result.output)
+    one = fitted[0] if isinstance(fitted, list) else fitted
+    base = plain[0] if isinstance(plain, list) else plain
+    assert one["comm_exposed_s"] > base["comm_exposed_s"]
+    assert one["compute_s"] == pytest.approx(base["compute_s"])
+    topo = resolve_topology("dgx-h100").with_calibration(load_profile(path).calibration())
+    direct = plan("llama-8b", topo, ParallelConfig(tp=8, dp=1))
+    assert one["step_time_s"] == pytest.approx(direct.to_dict()["step_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("command", [["plan", "--model", "llama-8b"], ["compare", "dgx-h100"]])
+def test_plan_and_compare_refuse_a_bad_profile(tmp_path: Path, command: list[str]) -> None:
+    path = _profile_file(tmp_path, link_efficiency=1.5)
+    result = runner.invoke(app, [*command, "--profile", str(path)])
+    assert result.exit_code == 2
+    assert "profile.toml" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -124,3 +124,46 @@ def test_missing_spec_file_is_a_spec_error(tmp_path: Path) -> None:
 def test_text_loader_names_its_source() -> None:
     with pytest.raises(SpecFileError, match="^inline: "):
         load_spec_text("x = 1", source="inline")
+
+
+def test_a_block_profile_reaches_every_point_and_its_timing(tmp_path: Path) -> None:
+    """``profile = FILE`` embeds the calibration in the block's points (hidden text, visible
+    name; a new point id) and the bench kind applies it: a 20 us launch latency adds 20 us."""
+    from scaleup.sweep.kinds import bench_point
+
+    (tmp_path / "h100.toml").write_text(
+        '[profile]\ntopology = "dgx-h100"\nlaunch_latency_us = 20.0\n'
+    )
+    block = '[[bench]]\ntopologies = ["dgx-h100"]\ncollectives = ["all_reduce"]\nsizes = [8]\n'
+    (tmp_path / "plain.toml").write_text(block)
+    (tmp_path / "fitted.toml").write_text(block + 'profile = "h100.toml"\n')
+    plain = expand_spec(load_spec(tmp_path / "plain.toml")[0], base=tmp_path)
+    fitted = expand_spec(load_spec(tmp_path / "fitted.toml")[0], base=tmp_path)
+    assert [p["profile"] for p in fitted] == ["h100.toml"]
+    assert "launch_latency_us" in fitted[0]["profile_text"]
+    assert point_id(plain[0]) != point_id(fitted[0])
+    before, after = bench_point(plain[0]), bench_point(fitted[0])
+    assert after["time_us"] - before["time_us"] == pytest.approx(20.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("profile_text", "rule"),
+    [
+        (None, "No such file"),
+        ('[profile]\ntopology = "x"\nlink_efficiency = 7\n', "link_efficiency"),
+    ],
+)
+def test_a_bad_block_profile_is_a_spec_error(
+    tmp_path: Path, profile_text: str | None, rule: str
+) -> None:
+    if profile_text is not None:
+        (tmp_path / "p.toml").write_text(profile_text)
+    (tmp_path / "spec.toml").write_text(
+        '[[bench]]\ntopologies = ["dgx-h100"]\ncollectives = ["all_reduce"]\nsizes = [8]\n'
+        'profile = "p.toml"\n'
+    )
+    spec, base = load_spec(tmp_path / "spec.toml")
+    with pytest.raises(SpecFileError) as caught:
+        expand_spec(spec, base=base)
+    assert "bench[0].profile" in caught.value.one_line()
+    assert rule in caught.value.one_line()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 
+from scaleup.calibrate.profile import load_profile
 from scaleup.cli import render
 from scaleup.compare import DEFAULT_MODEL, DEFAULT_SIZES, FabricRow, ModelCell, compare
 from scaleup.errors import UsageError
@@ -116,6 +117,9 @@ _CSV_OPTION = typer.Option(False, "--csv", help="Print CSV: one row per fabric."
 _HTML_OPTION = typer.Option(
     None, "--html", help="Also write a self-contained HTML page (table and busbw plots)."
 )
+_PROFILE_OPTION = typer.Option(
+    None, "--profile", help="Apply a calibration profile (scaleup calibrate -o FILE) to each."
+)
 
 
 def compare_cmd(
@@ -129,9 +133,11 @@ def compare_cmd(
     json_out: bool = _JSON_OPTION,
     csv_out: bool = _CSV_OPTION,
     html: Path | None = _HTML_OPTION,
+    profile: Path | None = _PROFILE_OPTION,
 ) -> None:
     """Fabrics side by side: domain, bandwidth, pooled HBM, busbw, a model's step time."""
     render.check_one_format(json_out, csv_out)
+    calibration = None if profile is None else load_profile(profile)  # before any simulation
     texts = [s.strip() for s in sizes.split(",") if s.strip()]
     if not texts:
         raise UsageError("no size given", source="--sizes")
@@ -139,7 +145,10 @@ def compare_cmd(
     if html is not None and not html.parent.is_dir():  # before minutes of simulation
         raise UsageError(f"no directory {str(html.parent)!r} for the page", source="--html")
     with render.activity("compare") as step:
-        rows = compare(topologies, sizes_bytes=sizes_bytes, model=model, tp=tp, progress=step)
+        rows = compare(
+            topologies, sizes_bytes=sizes_bytes, model=model, tp=tp, progress=step,
+            profile=calibration,
+        )  # fmt: skip
     if html is not None:
         command = shlex.join(["scaleup", *ctx.meta.get("scaleup.args", ["compare"])])
         try:

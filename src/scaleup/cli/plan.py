@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from scaleup.calibrate.profile import Profile, apply_profile, load_profile
 from scaleup.cli import render
 from scaleup.errors import UsageError
 from scaleup.topology import resolve_topology
@@ -217,6 +218,9 @@ _MODEL_FILE_OPTION = typer.Option(
 _SWEEP_OPTION = typer.Option(
     False, "--sweep-tp", help="Table over TP = 1, 2, 4, ... up to the domain."
 )
+_PROFILE_OPTION = typer.Option(
+    None, "--profile", help="Apply a calibration profile (scaleup calibrate -o FILE)."
+)
 _JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
 _CSV_OPTION = typer.Option(
     False, "--csv", help="Print CSV: one row per topology (per TP with --sweep-tp)."
@@ -246,6 +250,7 @@ def plan_cmd(
     reserve: str = _RESERVE_OPTION,
     model_file: Path | None = _MODEL_FILE_OPTION,
     sweep: bool = _SWEEP_OPTION,
+    profile: Path | None = _PROFILE_OPTION,
     json_out: bool = _JSON_OPTION,
     csv_out: bool = _CSV_OPTION,
     plot: Path | None = _PLOT_OPTION,
@@ -263,6 +268,7 @@ def plan_cmd(
         reserved_bytes=float(parse_size(reserve, source="--reserve")),
         model_file=model_file,
     )
+    calibration = None if profile is None else load_profile(profile)
     layout = ParallelConfig(  # dp is filled in per topology
         tp=tp,
         pp=pp,
@@ -276,7 +282,9 @@ def plan_cmd(
         vpp=vpp,
         precision=Precision(grad_bytes=grad_bytes),
     )
-    results = _plan_each(model, names, layout, dp, sweep=sweep, options=options)
+    results = _plan_each(
+        model, names, layout, dp, sweep=sweep, options=options, profile=calibration
+    )
     _show(results, names, sweep=sweep, output=(json_out, csv_out), plot=plot)
 
 
@@ -288,13 +296,16 @@ def _plan_each(
     *,
     sweep: bool,
     options: dict[str, Any],
+    profile: Profile | None = None,
 ) -> dict[str, Any]:
     """Plan ``model`` (or sweep TP) on each named topology; without ``dp``, DP fills it."""
     results: dict[str, Any] = {}
     with render.activity("plan") as step:
         for i, name in enumerate(names):
             step(f"plan {name} ({i + 1}/{len(names)}){' over TP' if sweep else ''}")
-            results[name] = _plan_one(model, name, layout, dp, sweep=sweep, options=options)
+            results[name] = _plan_one(
+                model, name, layout, dp, sweep=sweep, options=options, profile=profile
+            )
     return results
 
 
@@ -306,9 +317,10 @@ def _plan_one(
     *,
     sweep: bool,
     options: dict[str, Any],
+    profile: Profile | None = None,
 ) -> Any:
-    """Plan (or sweep TP) on one named topology."""
-    topo = resolve_topology(name)
+    """Plan (or sweep TP) on one named topology (with the calibration ``profile``, if any)."""
+    topo = apply_profile(resolve_topology(name), profile)
     # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
     per_replica = max(1, layout.tp * layout.pp)
     n_dp = dp if dp is not None else max(1, len(topo.accelerators) // per_replica)

@@ -108,6 +108,27 @@ def _topologies(
     return out
 
 
+def _profile_fields(profile: str | None, base: Path, source: str, entry: str) -> dict[str, str]:
+    """A block's calibration profile as point fields (``profile`` and the file's text,
+    checked now so that a bad profile is a spec error); none without one."""
+    if profile is None:
+        return {}
+    from scaleup.calibrate.profile import loads as load_profile_text
+
+    path = Path(profile) if Path(profile).is_absolute() else base / profile
+    try:
+        text = path.read_text(encoding="utf-8")
+        load_profile_text(text, source=profile)
+    except (OSError, UnicodeDecodeError) as error:
+        why = error.reason if isinstance(error, UnicodeDecodeError) else error.strerror
+        raise SpecFileError(
+            f"profile {profile!r}: {why or error}", source=source, entry=entry
+        ) from None
+    except ScaleupError as error:
+        raise SpecFileError(error.one_line(), source=source, entry=entry) from None
+    return {"profile": profile, "profile_text": text}
+
+
 def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: str) -> None:
     """Build each topology once now, so a typo is a spec error (exit 2), not N failed points."""
     for fields in points_topos:
@@ -167,20 +188,22 @@ def expand_spec(
 
 
 def _block_topologies(
-    names: list[str], nodes: list[int], base: Path, source: str, entry: str, check: bool
+    block: BenchBlock | PlanBlock, base: Path, source: str, entry: str, check: bool
 ) -> list[dict[str, str]]:
-    """A block's topologies as point fields, each built once first when ``check`` is set."""
-    topos = _topologies(names, nodes, base, source, f"{entry}.topologies")
+    """A block's topologies as point fields (with its profile's), each built once first when
+    ``check`` is set."""
+    topos = _topologies(block.topologies, block.nodes, base, source, f"{entry}.topologies")
     if check:
         _check_topologies(topos, source, f"{entry}.topologies")
-    return topos
+    profile = _profile_fields(block.profile, base, source, f"{entry}.profile")
+    return [{**topo, **profile} for topo in topos]
 
 
 def _bench_points(
     block: BenchBlock, entry: str, before: int, base: Path, source: str, check: bool
 ) -> list[dict[str, Any]]:
     """A ``[[bench]]`` block's points: the cross product of its axes, counted before built."""
-    topos = _block_topologies(block.topologies, block.nodes, base, source, entry, check)
+    topos = _block_topologies(block, base, source, entry, check)
     sizes = _sizes(block, source, f"{entry}.sizes")
     lengths = (len(block.collectives), len(axis(block.dtype)), len(block.ranks))
     count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
@@ -213,7 +236,7 @@ def _plan_points(
     plan: PlanBlock, entry: str, before: int, base: Path, source: str, check: bool
 ) -> list[dict[str, Any]]:
     """A ``[[plan]]`` block's points: topologies x models x its extra axes."""
-    topos = _block_topologies(plan.topologies, plan.nodes, base, source, entry, check)
+    topos = _block_topologies(plan, base, source, entry, check)
     extra = {k: axis(v) for k, v in (plan.model_extra or {}).items()}
     count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
     _check_count(count, before, source, entry)

@@ -55,12 +55,22 @@ ENTRY_POINT_GROUP = "scaleup.sweep_kinds"
 
 
 @functools.lru_cache(maxsize=64)
-def topology_of(label: str, text: str | None = None) -> Topology:
+def topology_of(label: str, text: str | None = None, profile_text: str | None = None) -> Topology:
     """The topology of a point, built once per process: ``text`` (an embedded file) or the
-    preset spec ``label`` (``"ualink-pod:n=64"``, ``"2xdgx-h100"``)."""
+    preset spec ``label`` (``"ualink-pod:n=64"``, ``"2xdgx-h100"``), with the calibration
+    profile ``profile_text`` (an embedded ``scaleup calibrate`` file) applied when given."""
+    from scaleup.calibrate.profile import apply_profile
+    from scaleup.calibrate.profile import loads as load_profile_text
     from scaleup.topology import loads, resolve_topology
 
-    return loads(text, source=label) if text is not None else resolve_topology(label)
+    topology = loads(text, source=label) if text is not None else resolve_topology(label)
+    if profile_text is None:
+        return topology
+    return apply_profile(topology, load_profile_text(profile_text, source=f"{label} profile"))
+
+
+def _topology_of_point(point: dict[str, Any]) -> Topology:
+    return topology_of(point["topology"], point.get("topology_text"), point.get("profile_text"))
 
 
 def bench_point(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
@@ -69,7 +79,7 @@ def bench_point(point: dict[str, Any], session: TuneSession | None = None) -> di
     is the batch's tuning session."""
     from scaleup.bench import bench_rows
 
-    topology = topology_of(point["topology"], point.get("topology_text"))
+    topology = _topology_of_point(point)
     nranks = int(point.get("nranks", 0) or 0)
     algo = point.get("algo", "tuned")
     proto = point.get("proto", "tuned")
@@ -95,10 +105,9 @@ def plan_point(point: dict[str, Any], session: TuneSession | None = None) -> dic
     (nested fields become dotted columns) plus ``memory_fraction`` (memory per device / HBM)."""
     from scaleup.workload.plan import plan
 
-    topology = topology_of(point["topology"], point.get("topology_text"))
-    kwargs = {
-        k: v for k, v in point.items() if k not in ("kind", "topology", "topology_text", "model")
-    }
+    topology = _topology_of_point(point)
+    own = ("kind", "topology", "topology_text", "profile", "profile_text", "model")
+    kwargs = {k: v for k, v in point.items() if k not in own}
     accepted = inspect.signature(plan).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
         unknown = sorted(set(kwargs) - set(accepted))

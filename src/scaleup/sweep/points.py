@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["HIDDEN_POINT_KEYS", "LEAD_COLUMNS", "canonical", "point_id"]
 
 #: Keys of a point that are not copied into result columns (bulky, or the id itself).
-HIDDEN_POINT_KEYS = ("topology_text",)
+HIDDEN_POINT_KEYS = ("topology_text", "profile_text")
 #: Columns every result row starts with, whatever its kind; no spec key may take these names.
 LEAD_COLUMNS = ("point_id", "kind", "status", "error_type", "error", "elapsed_s")
 

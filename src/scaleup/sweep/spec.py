@@ -14,6 +14,7 @@ concatenation of every block's points, in file order (:func:`scaleup.sweep.expan
     protocols   = ["tuned"]        # or ["simple", "ll", "ll128"]
     ranks       = [0]              # 0 = every accelerator of the topology
     dtype       = "float32"
+    profile     = "h100.toml"      # optional: a calibration profile (scaleup calibrate -o)
 
     [[plan]]                       # planner points: one PlanResult each
     models     = ["llama3-70b"]
@@ -89,6 +90,9 @@ class _OnTopologies(BaseModel):
 
     topologies: list[str] = Field(min_length=1)
     nodes: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    #: a calibration profile (``scaleup calibrate -o FILE``) applied to every topology of the
+    #: block, relative to the spec like topology files
+    profile: str | None = Field(default=None, min_length=1)
 
     @field_validator("topologies")
     @classmethod
