@@ -202,3 +202,13 @@ def test_plan_and_compare_refuse_a_bad_profile(tmp_path: Path, command: list[str
     assert result.exit_code == 2
     assert "profile.toml" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_bench_header_says_the_fabric_is_calibrated(tmp_path: Path) -> None:
+    path = _profile_file(tmp_path, link_efficiency=0.5, launch_latency_us=3.0)
+    out = runner.invoke(app, ["bench", "-b", "8", "-e", "8", "--profile", str(path)]).output
+    calibrated = [line for line in out.splitlines() if line.startswith("# Calibrated:")]
+    assert calibrated == [
+        "# Calibrated: link efficiency 0.500, launch latency +3.00 us (--profile)"
+    ]
+    assert "# Calibrated" not in runner.invoke(app, ["bench", "-b", "8", "-e", "8"]).output

@@ -164,7 +164,7 @@ def test_in_network_reduction_beyond_nvswitch() -> None:
     """Issue 15 item 3: any scale-up switch the catalog marks as reducing enables the in-switch
     reduction algorithm (``nvls``), not only NVLink SHARP; a scale-up Ethernet link is a
     scale-up link class (no NET step latency) and not a scale-out link."""
-    from scaleup.sim.paths import _link_class
+    from scaleup.sim.paths import link_class
     from scaleup.topology import analysis
     from scaleup.tune import BenchRequest, TuneSession
     from scaleup.tune.channel_graph import is_network
@@ -173,8 +173,8 @@ def test_in_network_reduction_beyond_nvswitch() -> None:
     assert analysis.nvls_capable(helios)  # 36 Tomahawk Ultra planes, in-switch AllReduce
     assert not analysis.nvls_capable(resolve_topology("ualink-pod:n=16"))  # UALink 1.0: none
     assert not analysis.nvls_capable(resolve_topology("gaudi3-8"))  # no switch at all
-    assert _link_class("ualink-eth") == _link_class("nvlink5") == 1
-    assert _link_class("eth-400g") == 3  # a NIC's Ethernet stays the network class
+    assert link_class("ualink-eth") == link_class("nvlink5") == 1
+    assert link_class("eth-400g") == 3  # a NIC's Ethernet stays the network class
     assert not is_network("ualink-eth")
     assert is_network("eth-400g")
     (choice,) = TuneSession().sweep(helios, BenchRequest(sizes_bytes=(1 << 30,)))

@@ -40,7 +40,7 @@ from scaleup.calibrate.logs import ParsedLog, Pin
 from scaleup.calibrate.profile import FitSummary, Profile, Uncertainty
 from scaleup.collectives.spec import itemsize, nccl_size_and_count
 from scaleup.errors import UsageError
-from scaleup.sim.paths import _link_class, link_efficiency
+from scaleup.sim.paths import link_class, link_efficiency
 from scaleup.topology.model import Topology
 from scaleup.topology.model_profile import (
     EFFICIENCY_RANGE,
@@ -156,7 +156,7 @@ def _catalog_efficiency(topology: Topology, cls: int) -> float | None:
     """The catalog's payload fraction of the fabric's links of link class ``cls`` (the widest
     technology's, if several), or None when it has none."""
     techs = {
-        c.tech: c.bandwidth_bytes_per_s for c in topology.channels if _link_class(c.tech) == cls
+        c.tech: c.bandwidth_bytes_per_s for c in topology.channels if link_class(c.tech) == cls
     }
     if not techs:
         return None

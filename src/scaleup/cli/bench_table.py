@@ -67,9 +67,10 @@ def sim_header(label: str, topo: Topology, rows: Sequence[BenchRow], args: Sweep
         f"# Topology {topo.name}: {len(accs)} x {types}, {len(topo.switches)} switches, "
         f"{len(topo.nodes)} server(s), {per_gpu:.1f} GB/s per GPU per direction, "
         f"peer access {'on' if topo.peer_access else 'off (host-staged)'}",
-        "#",
-        "# Using devices",
     ]
+    if topo.calibration is not None:
+        lines.append(f"# Calibrated: {topo.calibration.describe()} (--profile)")
+    lines += ["#", "# Using devices"]
     if len(accs) <= 16:
         lines += [
             f"#  Rank {r:2d} device {a.id} node {a.node} {a.type}" for r, a in enumerate(accs)

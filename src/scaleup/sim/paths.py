@@ -17,14 +17,14 @@ from scaleup.sim import params as P
 from scaleup.topology.model import Channel, NodeKind, Topology
 from scaleup.topology.torus import TorusTopology, dor_route
 
-__all__ = ["FabricPaths", "link_efficiency"]
+__all__ = ["FabricPaths", "link_class", "link_efficiency"]
 
 _CLASS_OF_FAMILY = {"nvlink": 1, "xgmi": 1, "ualink": 1, "c2c": 1, "ici": 1,
                     "neuronlink": 1, "pcie": 2, "socket": 2,
                     "infiniband": 3, "ethernet": 3}  # fmt: skip
 
 
-def _link_class(tech: str) -> int:
+def link_class(tech: str) -> int:
     """The simulator's link class of a link technology (1 scale-up, 2 host, 3 network): by its
     family, except that an Ethernet link the catalog scopes as scale-up (Gaudi 3's on-die RoCE
     ports, UALink over Ethernet) is a scale-up link: the accelerator drives it without a host
@@ -70,7 +70,7 @@ class FabricPaths:
         self.ch_src = np.array([dev_index[c.src] for c in channels], dtype=np.int64)
         self.ch_dst = np.array([dev_index[c.dst] for c in channels], dtype=np.int64)
         self.ch_latency = np.array([c.latency_s for c in channels])
-        self.ch_class = np.array([_link_class(c.tech) for c in channels], dtype=np.int64)
+        self.ch_class = np.array([link_class(c.tech) for c in channels], dtype=np.int64)
         eff = {tech: link_efficiency(tech) for tech in {c.tech for c in channels}}
         self.ch_capacity = np.array([c.bandwidth_bytes_per_s * eff[c.tech] for c in channels])
         self._calibrate(topology, channels)
