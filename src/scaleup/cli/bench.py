@@ -45,6 +45,7 @@ from scaleup.cli.bench_flags import (
     request_from_flags,
     split_op,
     split_topologies,
+    stragglers_of,
 )
 from scaleup.cli.bench_run import explain as run_explain
 from scaleup.cli.bench_run import measure, print_series, simulate
@@ -121,6 +122,18 @@ _OPTIONS: dict[str, Any] = {
     "profile": typer.Option(
         None, "--profile", help="Apply a calibration profile (scaleup calibrate --out FILE)."
     ),
+    "straggler": typer.Option(
+        None,
+        "--straggler",
+        help="RANK=F: rank RANK is an accelerator F (>= 1) times slower: its thread blocks, HBM "
+        "and links at 1/F, its step latencies x F (repeatable; docs/models.md).",
+    ),
+    "skew_us": typer.Option(
+        None,
+        "--skew-us",
+        help="RANK=US: rank RANK arrives US microseconds late; nothing it takes part in starts "
+        "before (repeatable).",
+    ),
     "json_out": typer.Option(False, "--json", help="Print the rows as JSON."),
     "csv_out": typer.Option(False, "--csv", help="Print the rows as CSV."),
     "plot": typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
@@ -180,6 +193,8 @@ def bench_cmd(
     explain: bool = _OPTIONS["explain"],
     exact: bool = _OPTIONS["exact"],
     profile: Path | None = _OPTIONS["profile"],
+    straggler: list[str] | None = _OPTIONS["straggler"],
+    skew_us: list[str] | None = _OPTIONS["skew_us"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -194,10 +209,12 @@ def bench_cmd(
     name, redop = split_op(op, collective)
     flags = BenchFlags(min_bytes, max_bytes, factor, name, dtype, redop, root, ranks, algo, proto,
                    channels, tuner, no_p2p, topology, runtime, iters, warmup, check,
-                   explain, exact, os.environ, profile)  # fmt: skip
+                   explain, exact, os.environ, profile,
+                   stragglers=tuple(straggler or ()), skew_us=tuple(skew_us or ()))  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     check_mode(flags)
+    stragglers_of(flags)  # a malformed --straggler / --skew-us fails before any work
     request, args = request_from_flags(flags)
     topos: dict[str, Topology] = {}
     if explain:

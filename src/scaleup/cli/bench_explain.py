@@ -23,6 +23,7 @@ from scaleup.cli import render
 
 if TYPE_CHECKING:
     from scaleup.report import BenchRow
+    from scaleup.sim.straggler import Stragglers
     from scaleup.topology.model import Topology
     from scaleup.tune import BenchRequest
     from scaleup.tune.explain import Bound, CandidateTiming, Explanation
@@ -35,15 +36,15 @@ _TABLE_WIDTH = 160
 
 
 def explain_series(
-    topos: Mapping[str, Topology], request: BenchRequest
+    topos: Mapping[str, Topology], request: BenchRequest, *, stragglers: Stragglers | None = None
 ) -> tuple[dict[str, list[BenchRow]], dict[str, list[Explanation]]]:
     """nccl-tests' rows and the explanations of every fabric, from one tuning session (the rows
-    reuse the explained sweep's timings)."""
+    reuse the explained sweep's timings); ``stragglers`` apply to every run."""
     from scaleup.bench import bench_rows
     from scaleup.tune import TuneSession
     from scaleup.tune.explain import explain_sweep
 
-    session = TuneSession()
+    session = TuneSession(stragglers=stragglers)
     rows: dict[str, list[BenchRow]] = {}
     explained: dict[str, list[Explanation]] = {}
     for label, topo in topos.items():

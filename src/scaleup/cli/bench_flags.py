@@ -10,6 +10,7 @@ reports them with the flag that sets the field (:data:`FLAG_OF`).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from scaleup.errors import UsageError
 from scaleup.units import parse_size
 
 if TYPE_CHECKING:
+    from scaleup.sim.straggler import Stragglers
     from scaleup.tune import BenchRequest
     from scaleup.tune.nccl_env import NcclEnv
 
@@ -37,6 +39,8 @@ __all__ = [
     "request_from_flags",
     "split_op",
     "split_topologies",
+    "straggler_header",
+    "stragglers_of",
 ]
 
 #: Default fabric of the simulated table.
@@ -181,6 +185,55 @@ class BenchFlags:
     exact: bool = False
     environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
     profile: Path | None = None  # a calibration profile (scaleup calibrate) applied to every fabric
+    stragglers: tuple[str, ...] = ()  # --straggler RANK=F, as typed
+    skew_us: tuple[str, ...] = ()  # --skew-us RANK=US, as typed
+
+
+def _rank_numbers(items: tuple[str, ...], flag: str, rule: str, least: float) -> dict[int, float]:
+    """``RANK=NUMBER`` items of a repeatable flag, by rank; every number finite and >= ``least``
+    (else a :class:`~scaleup.errors.UsageError` naming ``flag`` and ``rule``)."""
+    out: dict[int, float] = {}
+    for item in items:
+        rank, sep, text = item.partition("=")
+        if not sep or not rank.strip().isdigit() or not text.strip():
+            raise UsageError(f"expected RANK=VALUE (e.g. 1=1.3), got {item!r}", source=flag)
+        if int(rank) in out:
+            raise UsageError(f"rank {int(rank)} is given twice", source=flag)
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= least):
+            raise UsageError(f"{rule}, got {text.strip()!r} for rank {int(rank)}", source=flag)
+        out[int(rank)] = value
+    return out
+
+
+def stragglers_of(flags: BenchFlags) -> Stragglers | None:
+    """``--straggler RANK=F`` and ``--skew-us RANK=US`` as one
+    :class:`~scaleup.sim.straggler.Stragglers`; None when neither is given. A malformed item, a
+    value that is not a number, F < 1 or a negative skew raise
+    :class:`~scaleup.errors.UsageError` naming the flag (a rank beyond the collective's is
+    refused when it is run)."""
+    from scaleup.sim.straggler import Stragglers
+
+    if not flags.stragglers and not flags.skew_us:
+        return None
+    factors = _rank_numbers(
+        flags.stragglers, "--straggler", "a straggler factor F must be a number >= 1", 1.0
+    )
+    skew_us = _rank_numbers(
+        flags.skew_us, "--skew-us", "a start skew must be a number of microseconds >= 0", 0.0
+    )
+    return Stragglers(factors=factors, skew_s={r: us * 1e-6 for r, us in skew_us.items()})
+
+
+def straggler_header(flags: BenchFlags) -> list[str]:
+    """The header line naming the stragglers and skews applied; none when none is given."""
+    stragglers = stragglers_of(flags)
+    if stragglers is None:
+        return []
+    return [f"# Stragglers applied: {stragglers.describe()}"]
 
 
 def nccl_env_of(flags: BenchFlags) -> tuple[NcclEnv, list[str]]:
@@ -261,6 +314,8 @@ def check_mode(flags: BenchFlags) -> None:
         "--explain": flags.explain,
         "--exact": flags.exact,
         "--profile": flags.profile is not None,
+        "--straggler": bool(flags.stragglers),
+        "--skew-us": bool(flags.skew_us),
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:

@@ -17,6 +17,8 @@ from scaleup.cli.bench_flags import (
     nccl_env_of,
     nccl_header,
     split_topologies,
+    straggler_header,
+    stragglers_of,
 )
 from scaleup.cli.bench_table import (
     SweepArgs,
@@ -63,7 +65,8 @@ def simulate(
     from scaleup.tune import TuneSession
 
     topos = topologies(flags)
-    session = TuneSession(exact=flags.exact)  # one session: structures checked once per fabric
+    # one session: structures checked once per fabric; stragglers and skew apply to every run
+    session = TuneSession(exact=flags.exact, stragglers=stragglers_of(flags))
     bar = render.progress_bar()
     series: dict[str, list[BenchRow]] = {}
     with bar if bar is not None else contextlib.nullcontext(), flag_errors(FLAG_OF):
@@ -106,6 +109,9 @@ def print_series(
     if applied:  # recorded only when set: the default output stays as it was
         note = " ".join(f"{k}={v}" for k, v in applied.items())
         all_rows = [{**row, "nccl_env": dict(applied) if json_out else note} for row in all_rows]
+    stragglers = stragglers_of(flags)
+    if stragglers is not None:  # recorded only when set, as nccl_env
+        all_rows = [{**row, "stragglers": stragglers.describe()} for row in all_rows]
     if json_out or csv_out:
         (render.print_json if json_out else render.print_csv)(all_rows)
         return
@@ -115,7 +121,7 @@ def print_series(
             lines += sim_header(label, topos[label], rows, args)
         else:
             lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.ranks or 0))
-    lines += nccl_header(flags)
+    lines += nccl_header(flags) + straggler_header(flags)
     lines += table_lines(series) + footer_lines(series)
     if plot is not None:
         lines.append(f"# plot written to {plot}")
@@ -136,7 +142,7 @@ def explain(
         raise UsageError("--explain prints a report; use --json for its data", source="--csv")
     topos = topologies(flags)
     with flag_errors(FLAG_OF):
-        series, explained = explain_series(topos, request)
+        series, explained = explain_series(topos, request, stragglers=stragglers_of(flags))
     if not output[0]:
         print_series(series, topos, args, flags, output)
     print_explanations(explained, output[0])

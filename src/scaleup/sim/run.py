@@ -8,7 +8,7 @@ transfers changes (RESOLVE, once per instant), and finish (COMPLETE); see docs/m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +24,20 @@ from scaleup.sim.timeline import SimResult
 if TYPE_CHECKING:
     from scaleup.sim.simulate import CompiledSchedule
 
-__all__ = ["Run"]
+__all__ = ["Run", "Slowed"]
+
+
+class Slowed(NamedTuple):
+    """A protocol's system with stragglers applied (:mod:`scaleup.sim.straggler`): usage
+    columns, capacity, per-op latency, rate memo, merged system, and per-op release time (no op
+    starts before it)."""
+
+    system: Any
+    capacity: np.ndarray
+    latency: np.ndarray
+    memo: dict[bytes, Any]
+    merged: tuple[np.ndarray, ...]
+    release_s: np.ndarray
 
 
 class Run:
@@ -37,12 +50,18 @@ class Run:
         bytes_per_count: float,
         solver: Any,
         step_bytes: float | None = None,
+        slowed: Slowed | None = None,
     ) -> None:
         self.c = c
         self.proto = proto
         self.solver = solver
-        self.system, self.capacity, self.latency, self.memo = c.system(proto)
-        self.merged = c.merged_system(proto)
+        self.release_s: np.ndarray | None = None
+        if slowed is None:
+            self.system, self.capacity, self.latency, self.memo = c.system(proto)
+            self.merged = c.merged_system(proto)
+        else:
+            self.system, self.capacity, self.latency, self.memo = slowed[:4]
+            self.merged, self.release_s = slowed.merged, slowed.release_s
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -116,8 +135,13 @@ class Run:
     def _release(self, ops: np.ndarray, now: float) -> None:
         if not len(ops):
             return
-        self.start[ops] = now
-        when = now + self.latency[ops]
+        if self.release_s is None:
+            self.start[ops] = now
+            when = now + self.latency[ops]
+        else:  # a late rank's ops wait for its arrival
+            begin = np.maximum(now, self.release_s[ops])
+            self.start[ops] = begin
+            when = begin + self.latency[ops]
         first = when[0]
         if len(when) == 1 or (when == first).all():
             self._at(float(first), ops, self._on_start, START)

@@ -38,7 +38,8 @@ from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, for_topology, host_launch_s, protocol
 from scaleup.sim.quotient import Quotient
-from scaleup.sim.run import Run
+from scaleup.sim.run import Run, Slowed
+from scaleup.sim.straggler import Stragglers
 from scaleup.sim.symmetry import Symmetry, find_symmetry
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
@@ -111,6 +112,7 @@ class CompiledSchedule:
         self._symmetry: Symmetry | None = None
         self._symmetry_searched = False
         self._quotients: dict[str, Quotient | None] = {}
+        self._slowed: dict[tuple[object, ...], Slowed] = {}
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -130,12 +132,40 @@ class CompiledSchedule:
         cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
                             for r in self.cta_rank])  # fmt: skip
         capacity = np.r_[net.capacity, cta_cap]
-        step = np.array([proto.step_latency_s.get(c, 0.0) for c in LINK_CLASSES])
-        step[LINK_CLASSES.index("switch")] = P.SWITCH_STEP_LATENCY_S
-        latency = step[self.op_class] + self.op_route_latency
+        latency = self._step_latency(proto) + self.op_route_latency
         out: tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]] = (system, capacity, latency, {})
         self._per_protocol[proto.name] = out
         return out
+
+    def _step_latency(self, proto: Protocol) -> np.ndarray:
+        """Per op, the protocol's step latency for its link class (``proto`` already adapted to
+        the topology's library by :func:`~scaleup.sim.protocols.for_topology`)."""
+        step = np.array([proto.step_latency_s.get(c, 0.0) for c in LINK_CLASSES])
+        step[LINK_CLASSES.index("switch")] = P.SWITCH_STEP_LATENCY_S
+        return step[self.op_class]
+
+    def slowed(self, proto: Protocol, stragglers: Stragglers) -> Slowed:
+        """The protocol's system with ``stragglers`` applied (:mod:`scaleup.sim.straggler`):
+        slow accelerators' constraints divided by their factor, the step latency of every op
+        they take part in multiplied by it, and every op's release time; cached."""
+        key = (proto.name, stragglers.key)
+        hit = self._slowed.get(key)
+        if hit is not None:
+            return hit
+        nranks = self.schedule.spec.nranks
+        stragglers.check(nranks)
+        system, capacity, _latency, _memo = self.system(proto)
+        capacity = capacity / stragglers.capacity_factor(
+            self.net, self.rank_map, self.cta_rank, nranks
+        )
+        t = self.schedule.table
+        step = self._step_latency(for_topology(proto, self.topology, self.rank_map))
+        op_factor = stragglers.op_ranks_max(t, stragglers.rank_factor(nranks))
+        latency = step * op_factor + self.op_route_latency
+        release_s = self.start_s(proto) + stragglers.op_ranks_max(t, stragglers.rank_skew_s(nranks))
+        merged = merge_constraints(system, capacity)
+        hit = self._slowed[key] = Slowed(system, capacity, latency, {}, merged, release_s)
+        return hit
 
     def merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:
         """The protocol's system with interchangeable constraints merged
@@ -205,6 +235,7 @@ class CompiledSchedule:
         solver: str = "maxmin",
         step_bytes: float | None = None,
         exact: bool = False,
+        stragglers: Stragglers | None = None,
     ) -> SimResult:
         """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``.
 
@@ -215,7 +246,11 @@ class CompiledSchedule:
         ``step_bytes``: pipeline the connections in steps of that many bytes (NCCL's slot size;
         :mod:`scaleup.sim.pipeline`): a fabric op may start once the fabric op it depends on has
         moved one step, and a connection's ops overlap their latency with the previous op's
-        bytes. None (default): every dependency waits for its predecessor's end."""
+        bytes. None (default): every dependency waits for its predecessor's end.
+
+        ``stragglers``: slow and late ranks (:class:`~scaleup.sim.straggler.Stragglers`); such a
+        run is always exact (a straggler breaks the rank-shift symmetry). None, or factors of 1
+        and skews of 0, run exactly as without."""
         proto = protocol(protocol_name)
         if proto.name != "simple" and np.any(self.op_class == LINK_CLASSES.index("switch")):
             raise SimulationError(
@@ -224,6 +259,11 @@ class CompiledSchedule:
         if step_bytes is not None and not step_bytes > 0:
             raise UsageError(f"step_bytes must be > 0, got {step_bytes!r}", source="step_bytes")
         bytes_per_count = itemsize(dtype) * float(scale)
+        if stragglers is not None and not stragglers.is_identity:
+            slowed = self.slowed(proto, stragglers)
+            return Run(
+                self, proto, bytes_per_count, get_solver(solver), step_bytes, slowed
+            ).result()
         quotient = None if exact or solver != "maxmin" else self.quotient(proto)
         runs_on: CompiledSchedule | Quotient = self if quotient is None else quotient
         return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes).result()

@@ -139,11 +139,12 @@ class Question:
         """The ring's representative chains (:class:`~scaleup.sim.pattern.RingPattern`), when
         the structure is a ring all_reduce / all_gather / reduce_scatter of at least
         :data:`PATTERN_MIN_RANKS` ranks over every accelerator, the session is not exact or
-        explaining (explanations read the whole table), and the pattern holds; else None."""
+        explaining (explanations read the whole table), has no stragglers (they break the ring's
+        symmetry), and the pattern holds; else None."""
         s = self.session
         if (algorithm != "ring" or self.collective not in ROW_BUILDERS or chunks != 1
                 or self.group is not None or self.nranks < PATTERN_MIN_RANKS or s.exact
-                or s.observer is not None):  # fmt: skip
+                or s.observer is not None or s.stragglers is not None):  # fmt: skip
             return None
         count = self.reference_count(channels, chunks)
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
@@ -201,10 +202,16 @@ class Question:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
             step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
-            result = compiled.run(
-                cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
-                exact=self.session.exact,
-            )  # fmt: skip
+            if isinstance(compiled, RingPattern):  # never with stragglers (see _pattern)
+                result = compiled.run(
+                    cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
+                    exact=self.session.exact,
+                )  # fmt: skip
+            else:
+                result = compiled.run(
+                    cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
+                    exact=self.session.exact, stragglers=self.session.stragglers,
+                )  # fmt: skip
         except (ScheduleError, SimulationError, LimitError) as error:  # unsupported, wrong or
             # too large to build here (MAX_SCHEDULE_OPS, memory): never trusted, never fatal
             self.failed[structure] = error.one_line()

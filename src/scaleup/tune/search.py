@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 from scaleup.errors import UsageError
 from scaleup.sim import Network
+from scaleup.sim.straggler import Stragglers
 from scaleup.topology.model import Topology
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import CheckedSet
@@ -64,9 +65,12 @@ class TuneSession:
     'nvls'
     """
 
-    def __init__(self, *, exact: bool = False) -> None:
+    def __init__(self, *, exact: bool = False, stragglers: Stragglers | None = None) -> None:
         #: simulate every flow, never flow classes (:mod:`scaleup.sim.symmetry`): the reference
         self.exact = exact
+        #: slow and late ranks of every collective timed (:mod:`scaleup.sim.straggler`); they
+        #: break the rank-shift symmetry, so their runs are exact and rings never use the pattern
+        self.stragglers = None if stragglers is None or stragglers.is_identity else stragglers
         self.checked = CheckedSet()
         #: called with every candidate's :class:`~scaleup.tune.observe.CandidateOutcome` (explain)
         self.observer: Observer | None = None
@@ -127,6 +131,8 @@ class TuneSession:
         question = self._questions.get((topology, *key))
         if question is None:
             question = self._questions[(topology, *key)] = Question(self, topology, key)
+        if self.stragglers is not None:
+            self.stragglers.check(question.nranks)
         cands = candidates(  # narrowed as NCCL's environment asks (BenchRequest.narrow)
             topology,
             request.op,
