@@ -46,6 +46,7 @@ from scaleup.cli.bench_flags import (
     split_op,
     split_topologies,
 )
+from scaleup.cli.bench_jobs import print_jobs
 from scaleup.cli.bench_run import explain as run_explain
 from scaleup.cli.bench_run import measure, print_series, simulate
 from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES
@@ -149,6 +150,12 @@ _OPTIONS: dict[str, Any] = {
     "explain": typer.Option(
         False, "--explain", help="Per size: every candidate, its time, what bounds it, channels."
     ),
+    "jobs": typer.Option(
+        None,
+        "--jobs",
+        help="A jobs file (TOML, one job table each): run them together on --topology; per job "
+        "its time alone, together and the slowdown (docs/jobs.md).",
+    ),
     "exact": typer.Option(
         False, "--exact", help="Simulate every flow (no symmetry classes): the reference mode."
     ),
@@ -180,6 +187,7 @@ def bench_cmd(
     explain: bool = _OPTIONS["explain"],
     exact: bool = _OPTIONS["exact"],
     profile: Path | None = _OPTIONS["profile"],
+    jobs: Path | None = _OPTIONS["jobs"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -197,6 +205,9 @@ def bench_cmd(
                    explain, exact, os.environ, profile)  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
+    if jobs is not None:
+        print_jobs(flags, jobs, json_out, csv_out, plot)
+        return
     check_mode(flags)
     request, args = request_from_flags(flags)
     topos: dict[str, Topology] = {}
