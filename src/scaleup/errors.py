@@ -17,6 +17,7 @@ Hierarchy::
      │    ├── MscclFileError         an MSCCL XML schedule is malformed or uses what scaleup lacks
      │    ├── LogFileError           an nccl-tests / rccl-tests log cannot be read
      │    ├── ProfileFileError       a calibration profile file breaks a rule
+     │    ├── JobsFileError          a jobs file (bench --jobs) breaks a rule
      │    ├── UsageError             a flag or argument combination that cannot work
      │    │    └── Unsupported        a valid torch.distributed call this runtime cannot honour
      │    └── LimitError             a size beyond a documented limit or this machine's memory
@@ -46,6 +47,7 @@ __all__ = [
     "EmptySchedule",
     "ExecutionError",
     "InputError",
+    "JobsFileError",
     "Interrupted",
     "LimitError",
     "MscclFileError",
@@ -154,6 +156,10 @@ class LogFileError(InputError):
 
 class ProfileFileError(InputError):
     """A calibration profile TOML file breaks a rule."""
+
+
+class JobsFileError(InputError):
+    """A jobs file (``scaleup bench --jobs``) breaks a rule; ``entry`` names the job."""
 
 
 class UsageError(InputError):

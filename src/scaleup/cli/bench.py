@@ -47,6 +47,7 @@ from scaleup.cli.bench_flags import (
     split_topologies,
     stragglers_of,
 )
+from scaleup.cli.bench_jobs import print_jobs
 from scaleup.cli.bench_run import explain as run_explain
 from scaleup.cli.bench_run import measure, print_series, simulate
 from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES
@@ -162,6 +163,12 @@ _OPTIONS: dict[str, Any] = {
     "explain": typer.Option(
         False, "--explain", help="Per size: every candidate, its time, what bounds it, channels."
     ),
+    "jobs": typer.Option(
+        None,
+        "--jobs",
+        help="A jobs file (TOML, one job table each): run them together on --topology; per job "
+        "its time alone, together and the slowdown (docs/jobs.md).",
+    ),
     "exact": typer.Option(
         False, "--exact", help="Simulate every flow (no symmetry classes): the reference mode."
     ),
@@ -195,6 +202,7 @@ def bench_cmd(
     profile: Path | None = _OPTIONS["profile"],
     straggler: list[str] | None = _OPTIONS["straggler"],
     skew_us: list[str] | None = _OPTIONS["skew_us"],
+    jobs: Path | None = _OPTIONS["jobs"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -213,6 +221,9 @@ def bench_cmd(
                    stragglers=tuple(straggler or ()), skew_us=tuple(skew_us or ()))  # fmt: skip
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
+    if jobs is not None:
+        print_jobs(flags, jobs, json_out, csv_out, plot)
+        return
     check_mode(flags)
     stragglers_of(flags)  # a malformed --straggler / --skew-us fails before any work
     request, args = request_from_flags(flags)
