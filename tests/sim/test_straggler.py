@@ -163,3 +163,16 @@ def test_a_late_rank_never_speeds_up_and_waits_for_itself(rank: int, d: float):
     t = _RING4.run("simple", stragglers=Stragglers(skew_s={rank: d})).time_s
     assert t >= _BASE4 * (1 - 1e-12)
     assert t >= d + _RING4.start_s(protocol("simple"))
+
+
+def test_connections_stay_in_order_so_an_8_rank_ring_slows_by_about_f():
+    """dgx-h100, ring all_reduce of 256 MiB, one channel: rank 1 x1.3 slows the time above launch
+    by ~1.3 (the bandwidth term by F, wire latencies not), never more; rank 1 late by 10 ms ends
+    at T + d (connections first in, first out: no op overtakes a late one)."""
+    c = _ring(8, 2**26, topo=resolve_topology("dgx-h100"))
+    start = c.start_s(protocol("simple"))
+    plain = c.run("simple").time_s
+    slow = c.run("simple", stragglers=Stragglers(factors={1: 1.3})).time_s
+    assert 1.28 < (slow - start) / (plain - start) <= 1.3
+    late = c.run("simple", stragglers=Stragglers(skew_s={1: 10e-3})).time_s
+    assert 0.0 <= late - (plain + 10e-3) < 2e-6

@@ -22,6 +22,7 @@ event handlers are :mod:`scaleup.sim.run`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -249,8 +250,12 @@ class CompiledSchedule:
         bytes. None (default): every dependency waits for its predecessor's end.
 
         ``stragglers``: slow and late ranks (:class:`~scaleup.sim.straggler.Stragglers`); such a
-        run is always exact (a straggler breaks the rank-shift symmetry). None, or factors of 1
-        and skews of 0, run exactly as without."""
+        run is always exact (a straggler breaks the rank-shift symmetry) and keeps every
+        connection in order even without ``step_bytes`` (an unpipelined run then has
+        ``step_bytes`` = infinity: no early release, but a connection's next op waits for the
+        previous one's bytes, as an NCCL connection is a FIFO; without it, the ops of several
+        ring steps queue on a slow rank's links at once and share them, which no library does).
+        None, or factors of 1 and skews of 0, run exactly as without."""
         proto = protocol(protocol_name)
         if proto.name != "simple" and np.any(self.op_class == LINK_CLASSES.index("switch")):
             raise SimulationError(
@@ -261,9 +266,8 @@ class CompiledSchedule:
         bytes_per_count = itemsize(dtype) * float(scale)
         if stragglers is not None and not stragglers.is_identity:
             slowed = self.slowed(proto, stragglers)
-            return Run(
-                self, proto, bytes_per_count, get_solver(solver), step_bytes, slowed
-            ).result()
+            in_order = math.inf if step_bytes is None else step_bytes
+            return Run(self, proto, bytes_per_count, get_solver(solver), in_order, slowed).result()
         quotient = None if exact or solver != "maxmin" else self.quotient(proto)
         runs_on: CompiledSchedule | Quotient = self if quotient is None else quotient
         return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes).result()
