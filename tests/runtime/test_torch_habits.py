@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from scaleup import runtime as rt
 from scaleup.cli import app
-from scaleup.errors import RankFailed, Unsupported, UsageError
+from scaleup.errors import RankFailed, UsageError
 from scaleup.runtime import api, p2p
 
 TRANSPORTS = ["shm", "pipe", "local"]
@@ -119,17 +119,6 @@ def _avg_on_ints() -> None:
 def test_avg_needs_floats() -> None:
     with pytest.raises(RankFailed, match="avg needs a floating dtype"):
         rt.launch(_avg_on_ints, 2, transport="local", timeout_s=5)
-
-
-def _subgroup() -> None:
-    rt.init()
-    api.new_group([0])
-
-
-def test_subgroups_are_unsupported_and_say_so() -> None:
-    with pytest.raises(RankFailed, match="subgroups of ranks are not supported"):
-        rt.launch(_subgroup, 2, transport="local", timeout_s=5)
-    assert issubclass(Unsupported, UsageError)
 
 
 def _misuse(case: str) -> None:

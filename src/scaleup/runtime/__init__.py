@@ -25,6 +25,9 @@ from scaleup.runtime.api import (
     free,
     get,
     get_buffer,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
     get_rank,
     get_world_size,
     group,
@@ -46,10 +49,12 @@ from scaleup.runtime.api import (
 )
 from scaleup.runtime.group import ProcessGroup
 from scaleup.runtime.launch import launch, run_script
+from scaleup.runtime.subgroup import SubGroup
 
 __all__ = [
     "ProcessGroup",
     "ReduceOp",
+    "SubGroup",
     "Work",
     "all_gather",
     "all_reduce",
@@ -63,6 +68,9 @@ __all__ = [
     "free",
     "get",
     "get_buffer",
+    "get_global_rank",
+    "get_group_rank",
+    "get_process_group_ranks",
     "get_rank",
     "get_world_size",
     "group",

@@ -7,9 +7,11 @@ variables, an MPI group under ``mpiexec`` (``transport="mpi"``, or detected from
 (``RANK``, ``WORLD_SIZE``) without ``scaleup run``'s is refused when ``WORLD_SIZE > 1``: the
 shared-memory groups are set up by scaleup's launcher, and silently becoming one rank of one
 would be wrong. torch's names are here too: ``init_process_group``, ``destroy_process_group``,
-``get_rank``, ``get_world_size``, ``new_group`` (the whole world only), ``send``/``recv``/
+``get_rank``, ``get_world_size``, ``new_group`` (the world, or a subset:
+:mod:`scaleup.runtime.subgroup`), ``get_group_rank``/``get_global_rank``, ``send``/``recv``/
 ``isend``/``irecv`` (:mod:`scaleup.runtime.p2p`) and the list form of ``all_gather``.
-Every other function acts on that group. The group's making and finding are
+Every other function acts on that group, or on ``group=`` (what ``new_group`` returned; then
+``src``/``dst`` are global ranks, as in torch). The group's making and finding are
 :mod:`scaleup.runtime.current`, torch's names :mod:`scaleup.runtime.torch_names`; this module
 gathers them with the functions below::
 
@@ -31,8 +33,12 @@ import numpy as np
 
 from scaleup.runtime.current import group, init, is_initialized, shutdown
 from scaleup.runtime.group import ReduceOp, Work
+from scaleup.runtime.subgroup import resolve, to_group_rank
 from scaleup.runtime.torch_names import (
     destroy_process_group,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
     get_rank,
     get_world_size,
     init_process_group,
@@ -58,6 +64,9 @@ __all__ = [
     "free",
     "get",
     "get_buffer",
+    "get_global_rank",
+    "get_group_rank",
+    "get_process_group_ranks",
     "get_rank",
     "get_world_size",
     "group",
@@ -119,19 +128,21 @@ def quiet() -> None:
     group().quiet()
 
 
-def barrier() -> None:
-    group().barrier()
+def barrier(group: Any = None) -> None:
+    """Every rank of ``group`` (the world by default) has arrived."""
+    resolve(group).barrier()
 
 
 def all_reduce(
     array: np.ndarray,
     op: ReduceOp | str = ReduceOp.SUM,
     *,
+    group: Any = None,
     async_op: bool = False,
     algo: str | None = None,
     output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().all_reduce(array, op, async_op=async_op, algo=algo, output=output)
+    return resolve(group).all_reduce(array, op, async_op=async_op, algo=algo, output=output)
 
 
 def reduce_scatter(
@@ -139,39 +150,49 @@ def reduce_scatter(
     input: np.ndarray,
     op: ReduceOp | str = ReduceOp.SUM,
     *,
+    group: Any = None,
     async_op: bool = False,
     algo: str | None = None,
 ) -> Work | None:
-    return group().reduce_scatter(output, input, op, async_op=async_op, algo=algo)
+    return resolve(group).reduce_scatter(output, input, op, async_op=async_op, algo=algo)
 
 
 def all_gather(
     output: np.ndarray | list[np.ndarray],
     input: np.ndarray,
     *,
+    group: Any = None,
     async_op: bool = False,
     algo: str | None = None,
 ) -> Work | None:
     """``output`` (n*m) = every rank's ``input`` (m); or torch's list form
     ``all_gather(tensor_list, tensor)``: element p of the list gets rank p's ``input``."""
-    return group().all_gather(output, input, async_op=async_op, algo=algo)
+    return resolve(group).all_gather(output, input, async_op=async_op, algo=algo)
 
 
 def all_to_all(
-    output: np.ndarray, input: np.ndarray, *, async_op: bool = False, algo: str | None = None
+    output: np.ndarray,
+    input: np.ndarray,
+    *,
+    group: Any = None,
+    async_op: bool = False,
+    algo: str | None = None,
 ) -> Work | None:
-    return group().all_to_all(output, input, async_op=async_op, algo=algo)
+    return resolve(group).all_to_all(output, input, async_op=async_op, algo=algo)
 
 
 def broadcast(
     array: np.ndarray,
     src: int = 0,
     *,
+    group: Any = None,
     async_op: bool = False,
     algo: str | None = None,
     output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().broadcast(array, src, async_op=async_op, algo=algo, output=output)
+    pg = resolve(group)
+    root = to_group_rank(pg, src, "src")
+    return pg.broadcast(array, root, async_op=async_op, algo=algo, output=output)
 
 
 def reduce(
@@ -179,8 +200,11 @@ def reduce(
     dst: int = 0,
     op: ReduceOp | str = ReduceOp.SUM,
     *,
+    group: Any = None,
     async_op: bool = False,
     algo: str | None = None,
     output: np.ndarray | None = None,
 ) -> Work | None:
-    return group().reduce(array, dst, op, async_op=async_op, algo=algo, output=output)
+    pg = resolve(group)
+    root = to_group_rank(pg, dst, "dst")
+    return pg.reduce(array, root, op, async_op=async_op, algo=algo, output=output)

@@ -22,8 +22,6 @@ scratch buffers to symmetric memory and asks the transport to execute it.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +29,7 @@ import numpy as np
 
 from scaleup.collectives.schedule import Buffer
 from scaleup.collectives.spec import CollectiveSpec
-from scaleup.errors import ScaleupError, UsageError
+from scaleup.errors import UsageError
 from scaleup.runtime.call_args import (
     ReduceOp,
     average_after,
@@ -47,7 +45,7 @@ from scaleup.runtime.schedules import select_schedule
 from scaleup.runtime.staging import Layout, round_up, stage
 from scaleup.runtime.symmetric import SymmetricHeap
 from scaleup.runtime.transports.base import BaseTransport, Binding
-from scaleup.runtime.work import Work
+from scaleup.runtime.work import InOrder, Work
 
 __all__ = ["ProcessGroup", "ReduceOp", "Work"]
 
@@ -62,10 +60,9 @@ class ProcessGroup:
         self.heap = SymmetricHeap(transport)
         self._epoch = 0
         self._workspace: tuple[int, int] | None = None  # (alloc id, bytes)
-        self._queue: queue.SimpleQueue[tuple[Callable[[], None], Work] | None] | None = None
-        self._thread: threading.Thread | None = None
-        self._pending: list[Work] = []
+        self._jobs = InOrder(f"scaleup-rank{self.rank}")
         self.mailbox: Any = None  # point-to-point state (scaleup.runtime.p2p), made on request
+        self.subgroups: list[Any] = []  # new_group's subgroups (scaleup.runtime.subgroup)
 
     # ---- symmetric memory and one-sided ops ----------------------------------------------------
     def alloc(self, shape: int | tuple[int, ...], dtype: Any = "float32") -> np.ndarray:
@@ -269,11 +266,7 @@ class ProcessGroup:
             self._drain()
             job()
             return None
-        work = Work()
-        jobs = self._ensure_thread()
-        self._pending.append(work)
-        jobs.put((job, work))
-        return work
+        return self._jobs.submit(job)
 
     def _run(
         self, spec: CollectiveSpec, inp: np.ndarray, out: np.ndarray, algo: str | None
@@ -313,35 +306,13 @@ class ProcessGroup:
             self._workspace = (self.heap.alloc_raw(size), size)
         return self._workspace[0]
 
-    def _ensure_thread(self) -> queue.SimpleQueue[tuple[Callable[[], None], Work] | None]:
-        if self._queue is None:
-            self._queue = queue.SimpleQueue()
-            self._thread = threading.Thread(
-                target=self._serve,
-                args=(self._queue,),
-                name=f"scaleup-rank{self.rank}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self._queue
-
-    def _serve(self, jobs: queue.SimpleQueue[tuple[Callable[[], None], Work] | None]) -> None:
-        while (item := jobs.get()) is not None:
-            fn, work = item
-            work._complete(fn)
-
     def _drain(self) -> None:
         """Wait for every queued collective (their errors surface at their own ``wait``)."""
-        pending, self._pending = self._pending, []
-        for work in pending:
-            work._done.wait()
-        for work in pending:
-            if work._error is not None and isinstance(work._error, ScaleupError):
-                raise work._error
+        self._jobs.drain()
 
     def close(self) -> None:
         """Finish queued work and release the transport."""
-        if self._thread is not None and self._queue is not None:
-            self._queue.put(None)
-            self._thread.join(timeout=self.transport.timeout_s)
+        for sub in self.subgroups:
+            sub.close()
+        self._jobs.close(self.transport.timeout_s)
         self.transport.close()

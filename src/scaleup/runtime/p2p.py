@@ -64,6 +64,11 @@ class Mailbox:
         self._taken = [0] * n  # chunks claimed from each peer
         self._lock = threading.Lock()
 
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of message one chunk carries (the slot less its header)."""
+        return self.slot_bytes - _HEADER
+
     def chunks(self, nbytes: int) -> int:
         """Chunks a message of ``nbytes`` travels in (at least one: empty messages too)."""
         payload = self.slot_bytes - _HEADER
