@@ -330,3 +330,14 @@ def test_bad_arguments_are_usage_errors():
 def test_one_rank_is_one_channel():
     plan = search_rings(resolve_topology("dgx-h100"), [3])
     assert plan.orders() == [[0]]
+
+
+def test_no_ring_within_the_budget_falls_back_to_rank_order_as_nccl_does():
+    """12 of mi250x-8's 16 GCDs: no ring on their direct links, and the routed search spends its
+    budget without one. NCCL then runs one channel in rank order ("falling back to simple
+    order", src/graph/search.cc); so does the search, instead of refusing the group."""
+    t = resolve_topology("mi250x-8")
+    ranks = [0, 1, 2, 12, 3, 4, 5, 6, 7, 8, 9, 10]
+    plan = search_rings(t, ranks)
+    assert plan.n_channels == 1
+    assert plan.channels[0].order == tuple(range(len(ranks)))

@@ -53,9 +53,8 @@ class Packer:
         row, n, direct = self.shape.steps[v], self.n, self.shape.graph.direct
         rem, tol, speed = self.rem, self.tol, self.speed
         ranked = []
-        for u in range(n):
-            load = row[u]
-            if seen[u] or load is None:
+        for u, load in row:
+            if seen[u]:
                 continue
             units = math.inf
             for a, f in load:

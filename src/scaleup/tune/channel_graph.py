@@ -78,6 +78,10 @@ class NodeGraph:
         self.arcs = tuple(arcs)
         self.capacity = tuple(caps)
         self.arc_index = {a: i for i, a in enumerate(arcs)}
+        #: arcs (indices) leaving each device: per-member sums without a scan of every arc
+        self.arcs_out: dict[str, list[int]] = {}
+        for a, (u, _) in enumerate(arcs):
+            self.arcs_out.setdefault(u, []).append(a)
         self._routing(kinds)
         self.prepare()
         self._hops: dict[tuple[int, int], Load] = {}
@@ -214,10 +218,11 @@ class NodeGraph:
 
     def port_capacity(self, i: int) -> float:
         """Bandwidth out of member ``i`` into the scale-up fabric (not to NICs or hosts)."""
+        fabric = (NodeKind.ACCELERATOR, NodeKind.SWITCH)
         return sum(
-            c
-            for (u, v), c in zip(self.arcs, self.capacity, strict=True)
-            if u == self.members[i] and self.kinds.get(v) in (NodeKind.ACCELERATOR, NodeKind.SWITCH)
+            self.capacity[a]
+            for a in self.arcs_out.get(self.members[i], ())
+            if self.kinds.get(self.arcs[a][1]) in fabric
         )
 
     def unit_bound(self, i: int, speed: float, nic: bool) -> int:
@@ -231,7 +236,7 @@ class NodeGraph:
     def _out_caps(self, i: int, nic: bool) -> tuple[float, ...] | None:
         key = (i, nic)
         if key not in self._caps_out:
-            out = [a for a, (u, _) in enumerate(self.arcs) if u == self.members[i]]
+            out = self.arcs_out.get(self.members[i], [])
             load = self.nic_out[i] if nic else None
             whole = load is None or all(f == 1.0 for a, f in load if a in out)
             self._caps_out[key] = tuple(self.capacity[a] for a in out) if whole else None

@@ -86,10 +86,22 @@ class Shape:
         return self.graph.hop(i, j)
 
     @functools.cached_property
-    def steps(self) -> list[list[Load | None]]:
-        """``steps[i][j]``: :meth:`step` for every pair (None on the diagonal)."""
-        n = self.graph.n
-        return [[None if i == j else self.step(i, j) for j in range(n)] for i in range(n)]
+    def steps(self) -> list[list[tuple[int, Load]]]:
+        """``steps[i]``: ``(j, step(i, j))`` for every member ``j`` one hop can reach from ``i``
+        (sparse: on a mesh or a ring of thousands of members, only the direct links)."""
+        n, g = self.graph.n, self.graph
+        if self.routed:
+            pairs = [[j for j in range(n) if j != i] for i in range(n)]
+        else:
+            pairs = [[] for _ in range(n)]
+            for i, j in sorted(g.direct):
+                if i != j:
+                    pairs[i].append(j)
+        out: list[list[tuple[int, Load]]] = []
+        for i, row in enumerate(pairs):
+            hops = ((j, self.step(i, j)) for j in row)
+            out.append([(j, load) for j, load in hops if load is not None])
+        return out
 
     def head(self, i: int) -> Load | None:
         """Load of entering at member ``i`` (None: it cannot, it has no NIC)."""
@@ -174,7 +186,7 @@ class Shape:
         g, n = self.graph, self.graph.n
         budgets = {g.out_capacity(cut) for cut in self._cuts()}
         budgets |= {c for (u, _), c in zip(g.arcs, g.capacity, strict=True) if u in g.local}
-        hops = [h for row in self.steps for h in row if h is not None]
+        hops = [h for row in self.steps for _, h in row]
         fastest = max((self._fastest(h) for h in hops), default=math.inf)
         if self.nics:
             fastest = min(fastest, max(self._fastest(g.nic_in[i] or ()) for i in range(n)))

@@ -286,8 +286,15 @@ def _search(
         count, found = _best(unique, max_channels, max_bw)
         if count:
             break
-    else:
-        raise NoRouteError(f"no channel fits the links of ranks {list(ranks)}", source="ranks")
+    else:  # NCCL's fallback (src/graph/search.cc, "falling back to simple order"): one
+        # channel in rank order over whatever routes exist; none at all is an error
+        count, found = 1, [[tuple(range(shape.graph.n))] for shape in unique]
+        try:
+            limits = [shape.speed_limit(p) for shape, p in zip(unique, found, strict=True)]
+        except NoRouteError:
+            limits = [0.0]
+        if not min(limits) > 0:
+            raise NoRouteError(f"no channel fits the links of ranks {list(ranks)}", source="ranks")
     paths = dict(zip(shapes, found, strict=True))
     bw = min(shape.speed_limit(p) for shape, p in zip(unique, found, strict=True))
     bw = bw if max_bw is None else min(bw, max_bw)
