@@ -181,6 +181,8 @@ class BenchFlags:
     exact: bool = False
     environ: Mapping[str, str] | None = None  # NCCL_* are read from it (simulator only)
     profile: Path | None = None  # a calibration profile (scaleup calibrate) applied to every fabric
+    fail_links: tuple[str, ...] = ()  # --fail-link A-B, each applied to every fabric
+    degrades: tuple[str, ...] = ()  # --degrade A-B=F, each applied to every fabric
 
 
 def nccl_env_of(flags: BenchFlags) -> tuple[NcclEnv, list[str]]:
@@ -261,6 +263,8 @@ def check_mode(flags: BenchFlags) -> None:
         "--explain": flags.explain,
         "--exact": flags.exact,
         "--profile": flags.profile is not None,
+        "--fail-link": bool(flags.fail_links),
+        "--degrade": bool(flags.degrades),
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:
