@@ -68,7 +68,7 @@ def test_degrade_one_prints_the_same_numbers():
         (
             [f"--fail-link=g0-sw{k}" for k in range(4)],
             "--fail-link",
-            "cut the fabric",
+            "off from the other accelerators",
         ),
         (["--runtime", "shm", "-g", "2", "--fail-link", "g0-sw0"], "--fail-link", "simulator"),
         (["--runtime", "shm", "-g", "2", "--degrade", "g0-sw0=0.5"], "--degrade", "simulator"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scaleup.errors import ScaleupError, SpecFileError
-from scaleup.sweep.kinds import topology_of
+from scaleup.sweep.kinds import FAULT_SEPARATOR, topology_of
 from scaleup.sweep.spec import BenchBlock, PlanBlock, SizeRange, SweepSpec, axis
 from scaleup.units import format_bytes, parse_size
 
@@ -112,7 +112,12 @@ def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: st
     """Build each topology once now, so a typo is a spec error (exit 2), not N failed points."""
     for fields in points_topos:
         try:
-            topology_of(fields["topology"], fields.get("topology_text"))
+            topology_of(
+                fields["topology"],
+                fields.get("topology_text"),
+                fields.get("fail_links", ""),
+                fields.get("degrade", ""),
+            )
         except ScaleupError as error:
             raise SpecFileError(
                 f"topology {fields['topology']!r}: {error.one_line()}", source=source, entry=entry
@@ -167,10 +172,17 @@ def expand_spec(
 
 
 def _block_topologies(
-    names: list[str], nodes: list[int], base: Path, source: str, entry: str, check: bool
+    block: BenchBlock | PlanBlock, base: Path, source: str, entry: str, check: bool
 ) -> list[dict[str, str]]:
-    """A block's topologies as point fields, each built once first when ``check`` is set."""
-    topos = _topologies(names, nodes, base, source, f"{entry}.topologies")
+    """A block's topologies as point fields (with its ``fail_links``/``degrade``, joined by
+    ``;``, when given), each built once first when ``check`` is set."""
+    topos = _topologies(block.topologies, block.nodes, base, source, f"{entry}.topologies")
+    faults = {
+        key: FAULT_SEPARATOR.join(values)
+        for key, values in (("fail_links", block.fail_links), ("degrade", block.degrade))
+        if values
+    }
+    topos = [{**topo, **faults} for topo in topos]
     if check:
         _check_topologies(topos, source, f"{entry}.topologies")
     return topos
@@ -180,7 +192,7 @@ def _bench_points(
     block: BenchBlock, entry: str, before: int, base: Path, source: str, check: bool
 ) -> list[dict[str, Any]]:
     """A ``[[bench]]`` block's points: the cross product of its axes, counted before built."""
-    topos = _block_topologies(block.topologies, block.nodes, base, source, entry, check)
+    topos = _block_topologies(block, base, source, entry, check)
     sizes = _sizes(block, source, f"{entry}.sizes")
     lengths = (len(block.collectives), len(axis(block.dtype)), len(block.ranks))
     count = len(topos) * len(sizes) * len(block.algorithms) * len(block.protocols)
@@ -213,7 +225,7 @@ def _plan_points(
     plan: PlanBlock, entry: str, before: int, base: Path, source: str, check: bool
 ) -> list[dict[str, Any]]:
     """A ``[[plan]]`` block's points: topologies x models x its extra axes."""
-    topos = _block_topologies(plan.topologies, plan.nodes, base, source, entry, check)
+    topos = _block_topologies(plan, base, source, entry, check)
     extra = {k: axis(v) for k, v in (plan.model_extra or {}).items()}
     count = len(topos) * len(plan.models) * math.prod(map(len, extra.values()))
     _check_count(count, before, source, entry)

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scaleup import limits
-from scaleup.errors import InputError, TopologyFileError, UsageError
+from scaleup.errors import InputError, UsageError
 from scaleup.topology.elements import Link, _tech
 from scaleup.topology.model import Topology
 from scaleup.topology.torus import TorusTopology
@@ -166,24 +166,44 @@ def apply_faults(
             )
         factor_of[key] = fault.factor
     links = tuple(_damaged(x, factor_of.get(frozenset((x.a, x.b)), 1.0)) for x in topology.links)
+    kept = tuple(x for x in links if x is not None)
+    failed = [f for f in faults if f.failed]
+    if failed:
+        island = _cut_off(topology, kept)
+        if island:
+            raise error(
+                f"the failed links cut {', '.join(island)} off from the other accelerators",
+                source=failed[-1].source,
+                entry=failed[-1].entry,
+            )
     name = _name(topology.name, faults)
-    try:
-        if isinstance(topology, TorusTopology) and any(f.failed for f in faults):
-            return Topology(
-                name, topology.devices, tuple(x for x in links if x is not None),
-                topology.peer_access, topology.description, topology.calibration,
-            )  # fmt: skip
-        return dataclasses.replace(
-            topology, name=name, links=tuple(x for x in links if x is not None)
-        )
-    except TopologyFileError as broken:
-        failed = [f for f in faults if f.failed]
-        last = failed[-1] if failed else faults[-1]
-        raise error(
-            f"the failed links cut the fabric: {broken.message}",
-            source=last.source,
-            entry=last.entry,
-        ) from None
+    if isinstance(topology, TorusTopology) and failed:
+        return Topology(
+            name, topology.devices, kept, topology.peer_access, topology.description,
+            topology.calibration,
+        )  # fmt: skip
+    return dataclasses.replace(topology, name=name, links=kept)
+
+
+def _cut_off(topology: Topology, links: tuple[Link, ...]) -> list[str]:
+    """The accelerators of the smallest group that ``links`` leave apart from the rest (their
+    ids, in rank order); empty when every accelerator still reaches every other."""
+    parent = {d.id: d.id for d in topology.devices}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for x in links:
+        parent[root(x.a)] = root(x.b)
+    groups: dict[str, list[str]] = {}
+    for acc in topology.accelerators:
+        groups.setdefault(root(acc.id), []).append(acc.id)
+    if len(groups) == 1:
+        return []
+    return min(groups.values(), key=len)
 
 
 def _resolve_pair(topology: Topology, fault: LinkFault, error: type[InputError]) -> tuple[str, str]:
