@@ -18,6 +18,10 @@ The flags map to the fields of one :class:`~scaleup.tune.request.BenchRequest` i
 flag (:data:`FLAG_OF`). With ``--runtime`` the simulator's flags (``--topology``, ``--proto``,
 ``--channels``, ``--tuner``, ``--no-p2p``) are refused, not ignored.
 
+``--fail-link A-B`` and ``--degrade A-B=F`` (each repeatable) damage every fabric of the table:
+the links between devices A and B removed, or their bandwidth multiplied by F
+(:mod:`scaleup.topology.faults`); the label and the header name the damage (docs/faults.md).
+
 NCCL's environment (``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``,
 ``NCCL_NVLS_ENABLE``; :mod:`scaleup.tune.nccl_env`) narrows the simulated tuner as it narrows
 NCCL's; ``--algo``, ``--proto`` and ``--channels`` take precedence over it. The header says which
@@ -28,6 +32,7 @@ them as ``nccl_env``.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +140,18 @@ _OPTIONS: dict[str, Any] = {
         help="RANK=US: rank RANK arrives US microseconds late; nothing it takes part in starts "
         "before (repeatable).",
     ),
+    "fail_links": typer.Option(
+        None,
+        "--fail-link",
+        help="Remove every link between devices A and B (A-B, ids as topo show lists them); "
+        "repeatable.",
+    ),
+    "degrades": typer.Option(
+        None,
+        "--degrade",
+        help="Multiply the bandwidth of every link between A and B by F (A-B=F, 0 < F <= 1); "
+        "repeatable.",
+    ),
     "json_out": typer.Option(False, "--json", help="Print the rows as JSON."),
     "csv_out": typer.Option(False, "--csv", help="Print the rows as CSV."),
     "plot": typer.Option(None, "--plot", help="Also write busbw vs size to this image."),
@@ -203,6 +220,8 @@ def bench_cmd(
     straggler: list[str] | None = _OPTIONS["straggler"],
     skew_us: list[str] | None = _OPTIONS["skew_us"],
     jobs: Path | None = _OPTIONS["jobs"],
+    fail_links: list[str] | None = _OPTIONS["fail_links"],
+    degrades: list[str] | None = _OPTIONS["degrades"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -219,6 +238,7 @@ def bench_cmd(
                    channels, tuner, no_p2p, topology, runtime, iters, warmup, check,
                    explain, exact, os.environ, profile,
                    stragglers=tuple(straggler or ()), skew_us=tuple(skew_us or ()))  # fmt: skip
+    flags = replace(flags, fail_links=tuple(fail_links or ()), degrades=tuple(degrades or ()))
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     if jobs is not None:

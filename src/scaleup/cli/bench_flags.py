@@ -187,6 +187,8 @@ class BenchFlags:
     profile: Path | None = None  # a calibration profile (scaleup calibrate) applied to every fabric
     stragglers: tuple[str, ...] = ()  # --straggler RANK=F, as typed
     skew_us: tuple[str, ...] = ()  # --skew-us RANK=US, as typed
+    fail_links: tuple[str, ...] = ()  # --fail-link A-B, each applied to every fabric
+    degrades: tuple[str, ...] = ()  # --degrade A-B=F, each applied to every fabric
 
 
 def _rank_numbers(items: tuple[str, ...], flag: str, rule: str, least: float) -> dict[int, float]:
@@ -316,6 +318,8 @@ def check_mode(flags: BenchFlags) -> None:
         "--profile": flags.profile is not None,
         "--straggler": bool(flags.stragglers),
         "--skew-us": bool(flags.skew_us),
+        "--fail-link": bool(flags.fail_links),
+        "--degrade": bool(flags.degrades),
     }
     given = [flag for flag, is_given in sim_only.items() if is_given]
     if given:

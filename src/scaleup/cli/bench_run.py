@@ -39,11 +39,18 @@ __all__ = ["explain", "measure", "print_series", "simulate", "topologies"]
 
 def topologies(flags: BenchFlags) -> dict[str, Topology]:
     """``--topology`` (default dgx-h100) resolved, by label; ``:no-p2p`` with ``--no-p2p``; with
-    ``--profile``, the calibration profile's corrections applied to every fabric."""
+    ``--profile``, the calibration profile's corrections applied to every fabric; with
+    ``--fail-link``/``--degrade``, those links failed or degraded in every fabric (the label
+    gains ``+fail(A-B)``...)."""
     from scaleup.topology import resolve_topology
+    from scaleup.topology.faults import apply_faults, fault_suffix, parse_faults
 
     labels = split_topologies(flags.topology or DEFAULT_TOPOLOGY)
     topos = [resolve_topology(t) for t in labels]
+    faults = parse_faults(flags.fail_links, flags.degrades)
+    if faults:
+        topos = [apply_faults(t, faults) for t in topos]
+        labels = [lab + fault_suffix(faults) for lab in labels]
     if flags.no_p2p:
         topos = [t.with_peer_access(False) for t in topos]
         labels = [f"{lab}:no-p2p" for lab in labels]

@@ -20,6 +20,8 @@ from scaleup.calibrate.profile import load_profile
 from scaleup.cli import render
 from scaleup.compare import DEFAULT_MODEL, DEFAULT_SIZES, FabricRow, ModelCell, compare
 from scaleup.errors import UsageError
+from scaleup.topology import Topology, resolve_topology
+from scaleup.topology.faults import apply_faults, parse_faults
 from scaleup.units import GB, format_bytes, parse_size
 
 __all__ = ["compare_cmd", "html_report", "register", "table_cells"]
@@ -112,6 +114,12 @@ _MODEL_OPTION = typer.Option(
 _TP_OPTION = typer.Option(
     None, "--tp", help="Tensor-parallel size (default: the domain, at most 8); DP fills the rest."
 )
+_FAIL_LINK_OPTION = typer.Option(
+    None, "--fail-link", help="Remove every link between A and B in each fabric (A-B); repeatable."
+)
+_DEGRADE_OPTION = typer.Option(
+    None, "--degrade", help="Scale the links between A and B by F (A-B=F, 0 < F <= 1); repeatable."
+)
 _JSON_OPTION = typer.Option(False, "--json", help="Print JSON: one record per fabric.")
 _CSV_OPTION = typer.Option(False, "--csv", help="Print CSV: one row per fabric.")
 _HTML_OPTION = typer.Option(
@@ -134,6 +142,8 @@ def compare_cmd(
     csv_out: bool = _CSV_OPTION,
     html: Path | None = _HTML_OPTION,
     profile: Path | None = _PROFILE_OPTION,
+    fail_links: list[str] | None = _FAIL_LINK_OPTION,
+    degrades: list[str] | None = _DEGRADE_OPTION,
 ) -> None:
     """Fabrics side by side: domain, bandwidth, pooled HBM, busbw, a model's step time."""
     render.check_one_format(json_out, csv_out)
@@ -144,9 +154,13 @@ def compare_cmd(
     sizes_bytes = tuple(parse_size(s, source="--sizes") for s in texts)
     if html is not None and not html.parent.is_dir():  # before minutes of simulation
         raise UsageError(f"no directory {str(html.parent)!r} for the page", source="--html")
+    fabrics: list[Topology | str] = list(topologies)
+    faults = parse_faults(fail_links, degrades)
+    if faults:  # each fabric damaged; its label is then its name, +fail(A-B)...
+        fabrics = [apply_faults(resolve_topology(t), faults) for t in topologies]
     with render.activity("compare") as step:
         rows = compare(
-            topologies, sizes_bytes=sizes_bytes, model=model, tp=tp, progress=step,
+            fabrics, sizes_bytes=sizes_bytes, model=model, tp=tp, progress=step,
             profile=calibration,
         )  # fmt: skip
     if html is not None:

@@ -11,6 +11,7 @@ from scaleup.calibrate.profile import Profile, apply_profile, load_profile
 from scaleup.cli import render
 from scaleup.errors import UsageError
 from scaleup.topology import resolve_topology
+from scaleup.topology.faults import LinkFault, apply_faults, parse_faults
 from scaleup.units import GB, parse_size
 from scaleup.workload.config import ParallelConfig, Precision
 from scaleup.workload.memory import MemoryBreakdown
@@ -221,6 +222,12 @@ _SWEEP_OPTION = typer.Option(
 _PROFILE_OPTION = typer.Option(
     None, "--profile", help="Apply a calibration profile (scaleup calibrate -o FILE)."
 )
+_FAIL_LINK_OPTION = typer.Option(
+    None, "--fail-link", help="Remove every link between devices A and B (A-B); repeatable."
+)
+_DEGRADE_OPTION = typer.Option(
+    None, "--degrade", help="Scale the links between A and B by F (A-B=F, 0 < F <= 1); repeatable."
+)
 _JSON_OPTION = typer.Option(False, "--json", help="Print JSON instead of tables.")
 _CSV_OPTION = typer.Option(
     False, "--csv", help="Print CSV: one row per topology (per TP with --sweep-tp)."
@@ -254,6 +261,8 @@ def plan_cmd(
     json_out: bool = _JSON_OPTION,
     csv_out: bool = _CSV_OPTION,
     plot: Path | None = _PLOT_OPTION,
+    fail_links: list[str] | None = _FAIL_LINK_OPTION,
+    degrades: list[str] | None = _DEGRADE_OPTION,
 ) -> None:
     """Memory per device and training-step time of a model on a fabric (communication simulated)."""
     render.check_one_format(json_out, csv_out)
@@ -282,9 +291,11 @@ def plan_cmd(
         vpp=vpp,
         precision=Precision(grad_bytes=grad_bytes),
     )
+    faults = parse_faults(fail_links, degrades)
     results = _plan_each(
-        model, names, layout, dp, sweep=sweep, options=options, profile=calibration
-    )
+        model, names, layout, dp, sweep=sweep, options=options, profile=calibration,
+        faults=faults,
+    )  # fmt: skip
     _show(results, names, sweep=sweep, output=(json_out, csv_out), plot=plot)
 
 
@@ -297,14 +308,23 @@ def _plan_each(
     sweep: bool,
     options: dict[str, Any],
     profile: Profile | None = None,
+    faults: tuple[LinkFault, ...] = (),
 ) -> dict[str, Any]:
-    """Plan ``model`` (or sweep TP) on each named topology; without ``dp``, DP fills it."""
+    """Plan ``model`` (or sweep TP) on each named topology; without ``dp``, DP fills it;
+    ``faults`` (``--fail-link``/``--degrade``) damage every topology."""
     results: dict[str, Any] = {}
     with render.activity("plan") as step:
         for i, name in enumerate(names):
             step(f"plan {name} ({i + 1}/{len(names)}){' over TP' if sweep else ''}")
             results[name] = _plan_one(
-                model, name, layout, dp, sweep=sweep, options=options, profile=profile
+                model,
+                name,
+                layout,
+                dp,
+                sweep=sweep,
+                options=options,
+                profile=profile,
+                faults=faults,
             )
     return results
 
@@ -318,9 +338,11 @@ def _plan_one(
     sweep: bool,
     options: dict[str, Any],
     profile: Profile | None = None,
+    faults: tuple[LinkFault, ...] = (),
 ) -> Any:
-    """Plan (or sweep TP) on one named topology (with the calibration ``profile``, if any)."""
-    topo = apply_profile(resolve_topology(name), profile)
+    """Plan (or sweep TP) on one named topology (with the calibration ``profile``, if any, and
+    its links damaged by ``faults``)."""
+    topo = apply_profile(apply_faults(resolve_topology(name), faults), profile)
     # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
     per_replica = max(1, layout.tp * layout.pp)
     n_dp = dp if dp is not None else max(1, len(topo.accelerators) // per_replica)

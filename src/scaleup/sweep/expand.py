@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scaleup.errors import ScaleupError, SpecFileError
-from scaleup.sweep.kinds import topology_of
+from scaleup.sweep.kinds import FAULT_SEPARATOR, topology_of
 from scaleup.sweep.spec import BenchBlock, PlanBlock, SizeRange, SweepSpec, axis
 from scaleup.units import format_bytes, parse_size
 
@@ -133,7 +133,12 @@ def _check_topologies(points_topos: list[dict[str, str]], source: str, entry: st
     """Build each topology once now, so a typo is a spec error (exit 2), not N failed points."""
     for fields in points_topos:
         try:
-            topology_of(fields["topology"], fields.get("topology_text"))
+            topology_of(
+                fields["topology"],
+                fields.get("topology_text"),
+                fields.get("fail_links", ""),
+                fields.get("degrade", ""),
+            )
         except ScaleupError as error:
             raise SpecFileError(
                 f"topology {fields['topology']!r}: {error.one_line()}", source=source, entry=entry
@@ -190,9 +195,15 @@ def expand_spec(
 def _block_topologies(
     block: BenchBlock | PlanBlock, base: Path, source: str, entry: str, check: bool
 ) -> list[dict[str, str]]:
-    """A block's topologies as point fields (with its profile's), each built once first when
-    ``check`` is set."""
+    """A block's topologies as point fields (with its profile's, and its ``fail_links``/
+    ``degrade`` joined by ``;`` when given), each built once first when ``check`` is set."""
     topos = _topologies(block.topologies, block.nodes, base, source, f"{entry}.topologies")
+    faults = {
+        key: FAULT_SEPARATOR.join(values)
+        for key, values in (("fail_links", block.fail_links), ("degrade", block.degrade))
+        if values
+    }
+    topos = [{**topo, **faults} for topo in topos]
     if check:
         _check_topologies(topos, source, f"{entry}.topologies")
     profile = _profile_fields(block.profile, base, source, f"{entry}.profile")

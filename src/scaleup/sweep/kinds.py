@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_KINDS",
     "ENTRY_POINT_GROUP",
+    "FAULT_SEPARATOR",
     "KindFunction",
     "bench_point",
     "declared_columns",
@@ -54,23 +55,48 @@ KindFunction = Callable[[dict[str, Any]], dict[str, Any]]
 ENTRY_POINT_GROUP = "scaleup.sweep_kinds"
 
 
+#: Separator of the link faults in a point's ``fail_links``/``degrade`` field (one string each,
+#: so a point stays flat data and a point without faults keeps its id).
+FAULT_SEPARATOR = ";"
+
+
 @functools.lru_cache(maxsize=64)
-def topology_of(label: str, text: str | None = None, profile_text: str | None = None) -> Topology:
+def topology_of(
+    label: str,
+    text: str | None = None,
+    fail_links: str = "",
+    degrade: str = "",
+    profile_text: str | None = None,
+) -> Topology:
     """The topology of a point, built once per process: ``text`` (an embedded file) or the
-    preset spec ``label`` (``"ualink-pod:n=64"``, ``"2xdgx-h100"``), with the calibration
-    profile ``profile_text`` (an embedded ``scaleup calibrate`` file) applied when given."""
+    preset spec ``label`` (``"ualink-pod:n=64"``, ``"2xdgx-h100"``), with the links of a block's
+    ``fail_links``/``degrade`` (joined by ``;``) failed or degraded, and the calibration profile
+    ``profile_text`` (an embedded ``scaleup calibrate`` file) applied when given."""
     from scaleup.calibrate.profile import apply_profile
     from scaleup.calibrate.profile import loads as load_profile_text
     from scaleup.topology import loads, resolve_topology
+    from scaleup.topology.faults import apply_faults, parse_degrade, parse_fail_link
 
     topology = loads(text, source=label) if text is not None else resolve_topology(label)
+    faults = [
+        parse_fail_link(t, source="fail_links") for t in fail_links.split(FAULT_SEPARATOR) if t
+    ]
+    faults += [parse_degrade(t, source="degrade") for t in degrade.split(FAULT_SEPARATOR) if t]
+    topology = apply_faults(topology, faults)
     if profile_text is None:
         return topology
     return apply_profile(topology, load_profile_text(profile_text, source=f"{label} profile"))
 
 
-def _topology_of_point(point: dict[str, Any]) -> Topology:
-    return topology_of(point["topology"], point.get("topology_text"), point.get("profile_text"))
+def _point_topology(point: dict[str, Any]) -> Topology:
+    """:func:`topology_of` the point's fields."""
+    return topology_of(
+        point["topology"],
+        point.get("topology_text"),
+        point.get("fail_links", ""),
+        point.get("degrade", ""),
+        point.get("profile_text"),
+    )
 
 
 def bench_point(point: dict[str, Any], session: TuneSession | None = None) -> dict[str, Any]:
@@ -79,7 +105,7 @@ def bench_point(point: dict[str, Any], session: TuneSession | None = None) -> di
     is the batch's tuning session."""
     from scaleup.bench import bench_rows
 
-    topology = _topology_of_point(point)
+    topology = _point_topology(point)
     nranks = int(point.get("nranks", 0) or 0)
     algo = point.get("algo", "tuned")
     proto = point.get("proto", "tuned")
@@ -105,8 +131,9 @@ def plan_point(point: dict[str, Any], session: TuneSession | None = None) -> dic
     (nested fields become dotted columns) plus ``memory_fraction`` (memory per device / HBM)."""
     from scaleup.workload.plan import plan
 
-    topology = _topology_of_point(point)
-    own = ("kind", "topology", "topology_text", "profile", "profile_text", "model")
+    topology = _point_topology(point)
+    fields = ("kind", "topology", "topology_text", "model", "fail_links", "degrade")
+    own = (*fields, "profile", "profile_text")
     kwargs = {k: v for k, v in point.items() if k not in own}
     accepted = inspect.signature(plan).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):

@@ -15,6 +15,8 @@ concatenation of every block's points, in file order (:func:`scaleup.sweep.expan
     ranks       = [0]              # 0 = every accelerator of the topology
     dtype       = "float32"
     profile     = "h100.toml"      # optional: a calibration profile (scaleup calibrate -o)
+    fail_links  = ["g0-sw0"]       # optional, any block: as bench --fail-link, every topology
+    degrade     = ["g1-sw0=0.5"]   # optional, any block: as bench --degrade, every topology
 
     [[plan]]                       # planner points: one PlanResult each
     models     = ["llama3-70b"]
@@ -45,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import SpecFileError
 from scaleup.files import parse_toml, read_text, validate
-from scaleup.sweep.kinds import kind_names
+from scaleup.sweep.kinds import FAULT_SEPARATOR, kind_names
 from scaleup.sweep.points import LEAD_COLUMNS
 
 __all__ = [
@@ -65,7 +67,7 @@ PROTOCOLS = ("tuned", *PROTOCOL_NAMES)
 #: Names a ``[[grid]]`` param may not take (the row's own columns).
 _RESERVED = (*LEAD_COLUMNS, "point")
 #: ... nor a ``[[plan]]`` keyword (the point's own fields).
-_PLAN_RESERVED = (*_RESERVED, "topology", "topology_text", "model")
+_PLAN_RESERVED = (*_RESERVED, "topology", "topology_text", "model", "fail_links", "degrade")
 
 
 def axis(value: Any) -> list[Any]:
@@ -93,6 +95,25 @@ class _OnTopologies(BaseModel):
     #: a calibration profile (``scaleup calibrate -o FILE``) applied to every topology of the
     #: block, relative to the spec like topology files
     profile: str | None = Field(default=None, min_length=1)
+    #: ``A-B`` and ``A-B=F``, as ``bench --fail-link``/``--degrade``: applied to every topology
+    fail_links: list[str] = Field(default_factory=list)
+    degrade: list[str] = Field(default_factory=list)
+
+    @field_validator("fail_links", "degrade")
+    @classmethod
+    def _faults(cls, value: list[str], info: Any) -> list[str]:
+        from scaleup.errors import UsageError
+        from scaleup.topology.faults import parse_degrade, parse_fail_link
+
+        parse = parse_fail_link if info.field_name == "fail_links" else parse_degrade
+        for text in value:
+            if FAULT_SEPARATOR in text:
+                raise ValueError(f"{text!r}: one link per entry")
+            try:
+                parse(text, source=info.field_name)
+            except UsageError as error:
+                raise ValueError(f"{text!r}: {error.message}") from None
+        return value
 
     @field_validator("topologies")
     @classmethod

@@ -7,7 +7,8 @@ pickle: TOML in, TOML out.
 
 Round trip: ``load(save(t)) == t`` for every topology, and ``save(load(text)) == text`` for a
 canonical file (the form :func:`dumps` writes: keys in schema order, optional keys only when
-they differ from their defaults, ``count`` always written).
+they differ from their defaults, ``count`` always written). A file's ``[[faults]]``
+(:mod:`scaleup.topology.faults`) are applied on reading: the damaged fabric is what is saved.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from scaleup.errors import ScaleupError, TopologyFileError
 from scaleup.files import parse_toml, read_text, validate
+from scaleup.topology.faults import LinkFault, apply_faults
 from scaleup.topology.model import Device, Link, Topology
 from scaleup.topology.schema import TopologyFile
 from scaleup.topology.torus import TorusTopology
@@ -57,16 +59,29 @@ def loads(text: str, *, source: str = "<string>") -> Topology:
             )
             for x in model.links
         ]
+        topology: Topology
         if model.torus_dims is None and model.torus_wrap is None:
-            return Topology(
+            topology = Topology(
                 model.name, tuple(devices), tuple(links), model.peer_access, model.description
             )
-        dims = tuple(model.torus_dims or ())
-        wrap = tuple(model.torus_wrap if model.torus_wrap is not None else [True] * len(dims))
-        return TorusTopology(
-            model.name, tuple(devices), tuple(links), model.peer_access, model.description,
-            dims=dims, wrap=wrap,
-        )  # fmt: skip
+        else:
+            dims = tuple(model.torus_dims or ())
+            wrap = tuple(model.torus_wrap if model.torus_wrap is not None else [True] * len(dims))
+            topology = TorusTopology(
+                model.name, tuple(devices), tuple(links), model.peer_access, model.description,
+                dims=dims, wrap=wrap,
+            )  # fmt: skip
+        faults = [
+            LinkFault.between(
+                f.a,
+                f.b,
+                0.0 if f.failed else float(f.degrade or 1.0),
+                source=source,
+                entry=f"faults[{i}]",
+            )  # fmt: skip
+            for i, f in enumerate(model.faults)
+        ]
+        return apply_faults(topology, faults, error=TopologyFileError)
     except ScaleupError as error:
         raise type(error)(error.message, source=source, entry=error.entry) from None
 
@@ -76,7 +91,7 @@ def _first_error(error: ValidationError, data: Any) -> tuple[str | None, str]:
     first = error.errors()[0]
     loc = list(first["loc"])
     entry: str | None = None
-    if len(loc) >= 2 and loc[0] in ("devices", "links") and isinstance(loc[1], int):
+    if len(loc) >= 2 and loc[0] in ("devices", "links", "faults") and isinstance(loc[1], int):
         entry = f"{loc[0]}[{loc[1]}]"
         if loc[0] == "devices":
             raw = data.get("devices", [])[loc[1]] if isinstance(data.get("devices"), list) else None
@@ -88,7 +103,8 @@ def _first_error(error: ValidationError, data: Any) -> tuple[str | None, str]:
         return entry, f"unknown key {field!r}"
     if first["type"] == "missing":
         return entry, f"missing key {field!r}"
-    message = first["msg"][0].lower() + first["msg"][1:]
+    message = first["msg"].removeprefix("Value error, ")
+    message = message[0].lower() + message[1:]
     return entry, f"{field}: {message}" if field else message
 
 

@@ -21,6 +21,12 @@ File format (DESIGN.md), with the optional keys scaleup adds::
     count = 18                 # optional (default 1): parallel links, merged into one channel
     bandwidth_gb_per_s = 25.0  # optional: per-link, per-direction override of the catalog
 
+    [[faults]]                 # optional: damage to the links above (scaleup.topology.faults)
+    a = "g0"
+    b = "g1"
+    failed = true              # every link between a and b removed ...
+    # degrade = 0.5            # ... or their bandwidth multiplied by 0 < degrade <= 1 (one of two)
+
 Unknown keys are errors (``extra="forbid"``). Names and ids are at most
 :data:`~scaleup.limits.MAX_NAME_CHARS` characters, and the lists at most
 :data:`~scaleup.limits.MAX_DEVICES` devices and :data:`~scaleup.limits.MAX_LINKS` links, checked
@@ -29,11 +35,20 @@ before any device is built; the other limits are the model's.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 from scaleup.limits import MAX_DEVICES, MAX_LINKS, MAX_NAME_CHARS
 
-__all__ = ["DeviceEntry", "LinkEntry", "TopologyFile"]
+__all__ = ["DeviceEntry", "FaultEntry", "LinkEntry", "TopologyFile"]
 
 
 class _Strict(BaseModel):
@@ -60,6 +75,21 @@ class LinkEntry(_Strict):
     )
 
 
+class FaultEntry(_Strict):
+    """One ``[[faults]]`` table: the links between ``a`` and ``b`` failed or degraded."""
+
+    a: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    b: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    failed: StrictBool = False
+    degrade: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> FaultEntry:
+        if self.failed == (self.degrade is not None):
+            raise ValueError("give one of failed = true and degrade = F (0 < F <= 1)")
+        return self
+
+
 class TopologyFile(_Strict):
     """The whole file."""
 
@@ -70,3 +100,4 @@ class TopologyFile(_Strict):
     torus_wrap: list[StrictBool] | None = Field(default=None, min_length=1, max_length=16)
     devices: list[DeviceEntry] = Field(min_length=1, max_length=MAX_DEVICES)
     links: list[LinkEntry] = Field(default_factory=list, max_length=MAX_LINKS)
+    faults: list[FaultEntry] = Field(default_factory=list, max_length=MAX_LINKS)
