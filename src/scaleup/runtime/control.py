@@ -1,24 +1,30 @@
 """The control block every rank of a launch shares, and bounded waits on its words.
 
 The control block is an array of int64 words, one 64-byte cache line per slot so ranks never
-share a line: the abort word, then per rank a progress counter, a barrier counter and a
-"waiting for" word (peer + 1 while the rank is blocked on that peer, else 0). The last is how a
-timeout names the rank that hung rather than the rank that waited: follow "waiting for" from the
-awaited peer until a rank that is not waiting. Flags are written with single aligned 8-byte
-stores (atomic on every 64-bit CPU) and read by polling (spin, then yield, then sleep with a
-bounded exponential backoff: :class:`Backoff`); see ``docs/runtime.md`` for the memory-ordering
+share a line: the abort word, then per rank a progress counter, a barrier counter, a
+"waiting for" word (peer + 1 while the rank is blocked on that peer, else 0) and a "sleeping on"
+word (index + 1 of the word it blocks on in a futex, else 0). "Waiting for" is how a timeout
+names the rank that hung rather than the rank that waited: follow it from the awaited peer until
+a rank that is not waiting. Flags are written with single aligned 8-byte stores (atomic on every
+64-bit CPU) and read by polling: spin, then yield, then sleep (:class:`Backoff`). Where Linux
+futexes are reachable (:mod:`scaleup.runtime.futex`) the sleep blocks until the writer, which
+checks the "sleeping on" words after each store (:meth:`ControlBlock.wake`), wakes it, so a
+rank that gave its core away runs again as soon as its data is there; elsewhere it sleeps on a
+timer with a bounded exponential backoff. See ``docs/runtime.md`` for the memory-ordering
 argument. For processes the block lives in a /dev/shm segment
 (:func:`scaleup.runtime.shm.create_control`); for threads in a bytearray.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from scaleup.errors import Interrupted, RankFailed, RankTimeout, TransportError
+from scaleup.runtime.futex import futex
 
 __all__ = [
     "ABORT_DIED",
@@ -59,10 +65,17 @@ class ControlBlock:
         self.words = self._base.cast("q")
         if len(self.words) < self.size_bytes(world_size) // 8:
             raise TransportError("control block too small for the world size")
+        self.futex = futex()
+        self._anchor: ctypes.Array[ctypes.c_char] | None = None
+        self._address = 0
+        if self.futex is not None and not self._base.readonly:
+            self._anchor = (ctypes.c_char * len(self._base)).from_buffer(self._base)
+            self._address = ctypes.addressof(self._anchor)
+        self._sleep_words = tuple(self.sleeping_index(r) for r in range(world_size))
 
     @staticmethod
     def size_bytes(world_size: int) -> int:
-        return 8 * LINE_WORDS * (1 + 3 * world_size)
+        return 8 * LINE_WORDS * (1 + 4 * world_size)
 
     @staticmethod
     def progress_index(rank: int) -> int:
@@ -73,6 +86,35 @@ class ControlBlock:
 
     def waiting_index(self, rank: int) -> int:
         return LINE_WORDS * (1 + 2 * self.world_size + rank)
+
+    def sleeping_index(self, rank: int) -> int:
+        """The word that says which word ``rank`` sleeps on in a futex (index + 1; 0: none)."""
+        return LINE_WORDS * (1 + 3 * self.world_size + rank)
+
+    def sleep(self, rank: int, index: int, seen: int, timeout_s: float) -> bool:
+        """Block ``rank`` until ``words[index]`` may have changed from ``seen`` (a
+        :meth:`wake`), for at most ``timeout_s``; False, having done nothing, without futexes."""
+        if self._anchor is None or self.futex is None:
+            return False
+        words, mark = self.words, self.sleeping_index(rank)
+        words[mark] = index + 1  # announced before the word is read again: a writer that
+        try:  # stores after this read sees the mark and wakes us
+            if words[index] == seen:
+                self.futex.wait(self._address + 8 * index, seen, timeout_s)
+        finally:
+            words[mark] = 0
+        return True
+
+    def wake(self, index: int) -> None:
+        """After a store to ``words[index]``: wake the ranks that sleep on it (one read per rank
+        when none does)."""
+        if self._anchor is None or self.futex is None:
+            return
+        words, target = self.words, index + 1
+        for mark in self._sleep_words:
+            if words[mark] == target:
+                self.futex.wake(self._address + 8 * index)
+                return
 
     def set_abort(
         self, rank: int | None, kind: int, *, reporter: int | None = None, signum: int = 0
@@ -108,6 +150,7 @@ class ControlBlock:
         return chain[-1], chain, False
 
     def release(self) -> None:
+        self._anchor = None  # the ctypes view exports the buffer: gone before the views close
         self.words.release()
         self._base.release()
 
@@ -138,6 +181,9 @@ class Backoff:
     yield_polls: int = 1000
     min_sleep_s: float = 1e-6
     max_sleep_s: float = 64e-6
+    #: where futexes exist (:mod:`scaleup.runtime.futex`) a sleep blocks until the peer's store
+    #: wakes it, for at most this long (a missed wake, the abort and deadline checks)
+    block_s: float = 2e-3
 
     def pause_s(self, poll: int, spin_polls: int) -> float | None:
         """For poll ``poll`` (1-based) under a spin budget of ``spin_polls``: None to spin, 0.0
@@ -246,6 +292,7 @@ class Waiter:
     def wait_ge(self, index: int, value: int, peer: int) -> None:
         """Wait until ``words[index] >= value`` (``peer`` owns the word)."""
         words = self.words
+        control = self.control
         backoff = self.backoff
         spin_polls = self.spin_polls
         sleep_after = spin_polls + backoff.yield_polls
@@ -258,7 +305,11 @@ class Waiter:
                 if polls > spin_polls:
                     pause_s = backoff.pause_s(polls, spin_polls)
                     if pause_s:
-                        time.sleep(pause_s)
+                        seen = words[index]
+                        if seen >= value:
+                            break
+                        if not control.sleep(self.rank, index, seen, backoff.block_s):
+                            time.sleep(pause_s)
                     else:
                         self._yield()
                 if polls & 255 == 0 or polls > sleep_after:

@@ -117,6 +117,7 @@ class LoadStorePlan:
         words = control.words
         me = self.my_word
         words[me] = base
+        control.wake(me)
         ufunc = self.ufunc
         for step in self.steps:
             for index, value, peer in step.waits:
@@ -124,6 +125,7 @@ class LoadStorePlan:
                     waiter.wait_ge(index, base + value, peer)
             combine(step.dsts, step.init, step.srcs, ufunc, stage=step.stage, block=step.block)
             words[me] = base + step.done
+            control.wake(me)  # a peer blocked on this word runs now, not at its next tick
         for index, value, peer in self.exit_waits:
             if words[index] < base + value:
                 waiter.wait_ge(index, base + value, peer)

@@ -110,6 +110,7 @@ class LoadStoreTransport(BaseTransport):
         epoch = self._barrier_epoch
         words = self.control.words
         words[self.control.barrier_index(self.rank)] = epoch
+        self.control.wake(self.control.barrier_index(self.rank))
         for peer in range(self.world_size):
             index = self.control.barrier_index(peer)
             if words[index] < epoch:
