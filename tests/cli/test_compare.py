@@ -8,8 +8,11 @@ import csv
 import io
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -124,6 +127,59 @@ def test_html_page_structure(tmp_path: Path) -> None:
     assert "scaleup 0." in footer.group(1)
     assert "scaleup compare dgx-h100 pcie-8 --sizes 8K,64K" in footer.group(1)
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", footer.group(1))
+
+
+BROWSER = next(
+    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
+)
+WINDOW = (1280, 2000)  # width, height of the screenshot in pixels
+
+
+def _screenshot(page: Path, out: Path) -> np.ndarray:
+    """``page`` as headless Chromium draws it in a ``WINDOW`` viewport: RGB floats in [0, 1].
+    A throwaway profile under ``out``'s folder keeps the browser off ``~/.config``."""
+    import matplotlib.image
+
+    command = [str(BROWSER), "--headless", "--no-sandbox", "--disable-gpu"]
+    command += [f"--user-data-dir={out.parent / 'profile'}", f"--screenshot={out}"]
+    command += [f"--window-size={WINDOW[0]},{WINDOW[1]}", page.resolve().as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.is_file(), done.stderr[-2000:]
+    return matplotlib.image.imread(out)[..., :3]
+
+
+def _near(rgb: np.ndarray, colour: str) -> np.ndarray:
+    """Mask of the pixels within a few levels of ``colour`` (a matplotlib colour)."""
+    from matplotlib.colors import to_rgb
+
+    return np.abs(rgb - np.array(to_rgb(colour))).max(axis=2) < 0.06
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(BROWSER is None, reason="no chromium/chromium-browser/google-chrome on PATH")
+def test_html_page_renders_in_headless_browser(tmp_path: Path) -> None:
+    """About 8 s: the page, then two screenshots. The page's CSS is greys only, so the plot
+    lines' colours (matplotlib's first two) show only where the browser decoded the base64 PNGs;
+    the same page with its image data cut out is the control that proves it."""
+    import matplotlib.pyplot as plt
+
+    page = tmp_path / "compare.html"
+    _, text = _json_and_html(page)
+    shot = _screenshot(page, tmp_path / "page" / "shot.png")
+    assert shot.shape == (WINDOW[1], WINDOW[0], 3)
+    assert (shot.min(axis=2) < 0.95).mean() > 0.02  # not a blank page: text, table, plots
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"][:2]  # dgx-h100, pcie-8
+    for colour in colours:
+        line = _near(shot, colour)
+        assert line.sum() > 500, colour
+        rows = np.flatnonzero(line.any(axis=1))
+        assert rows[-1] - rows[0] > WINDOW[1] // 3, colour  # in more than one plot
+
+    bare = tmp_path / "bare.html"
+    bare.write_text(re.sub(r"base64,[A-Za-z0-9+/=]+", "base64,", text), encoding="utf-8")
+    control = _screenshot(bare, tmp_path / "bare" / "shot.png")
+    assert all(_near(control, colour).sum() < 50 for colour in colours)
 
 
 def test_csv_one_row_per_fabric() -> None:
