@@ -90,6 +90,8 @@ class GroupShape:
     trees: ChannelPlan | None
     local_rings: ChannelPlan | None
     counts: tuple[int, ...]
+    #: the group spans more than one server (NCCL's nNodes > 1: its p2p channel bases)
+    multi_node: bool = False
 
     @classmethod
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> GroupShape:
@@ -108,7 +110,7 @@ class GroupShape:
         trees = _searched(search_trees, topology, ranks) if uses_chains(topology, ranks) else None
         local = _searched(search_rings, topology, group[:g]) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
-        return cls(len(group), g, rings, trees, local, counts)
+        return cls(len(group), g, rings, trees, local, counts, multi)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
@@ -128,6 +130,8 @@ class GroupShape:
                 local = self.local_rings.orders()
                 out["local_orders"] = [local[k % len(local)] for k in range(channels)]
             return out
+        if algorithm == "direct":  # ncclP2pChannelBaseForRound: a base per round on one node
+            return {"p2p_base": "group" if self.multi_node else "round"}
         return {}
 
 

@@ -15,6 +15,7 @@ from scaleup.sim import CompiledSchedule
 from scaleup.tune.choice import TunedChoice
 from scaleup.tune.msccl import MscclRange, msccl_candidate
 from scaleup.tune.observe import CandidateOutcome
+from scaleup.tune.p2p_rule import P2pRule
 from scaleup.tune.question import Question, Timed
 from scaleup.tune.rules import Candidate, chunks_for
 from scaleup.tune.size_channels import ChannelTrim
@@ -48,6 +49,7 @@ class SizePass:
         bounds: dict[Candidate, float] | None,
         msccl: Sequence[MscclRange] = (),
         trim: ChannelTrim | None = None,
+        p2p: P2pRule | None = None,
     ) -> None:
         self.question = question
         self.cands = cands
@@ -57,6 +59,8 @@ class SizePass:
         self.first: Candidate | None = None
         self.msccl = tuple(msccl)
         self.trim = trim
+        #: NCCL's p2p rule (:mod:`scaleup.tune.p2p_rule`): one ruled candidate per size
+        self.p2p = p2p
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
         """The fastest candidate whose structure passes the exact check (see module); RCCL's
@@ -96,13 +100,18 @@ class SizePass:
 
     def _at_size(self, nbytes: int) -> list[Candidate]:
         """The candidates with the channels the library gives them at ``nbytes``
-        (:mod:`scaleup.tune.size_channels`), each once, in candidate order; a trimmed candidate
-        takes the order of the first one trimmed to it unless it is a candidate itself."""
-        if self.trim is None:
+        (:mod:`scaleup.tune.size_channels`; p2p transfers: the channels and protocol of
+        :mod:`scaleup.tune.p2p_rule`), each once, in candidate order; a trimmed candidate takes
+        the order of the first one trimmed to it unless it is a candidate itself."""
+        if self.trim is None and self.p2p is None:
             return self.cands
         out: dict[Candidate, None] = {}
         for cand in self.cands:
-            trimmed = self.trim.trim(cand, nbytes)
+            trimmed = cand
+            if self.p2p is not None:
+                trimmed = self.p2p.pick(self.question.collective, trimmed, nbytes)
+            if self.trim is not None:
+                trimmed = self.trim.trim(trimmed, nbytes)
             self.order.setdefault(trimmed, self.order[cand])
             out.setdefault(trimmed, None)
         return sorted(out, key=self.order.__getitem__)

@@ -42,6 +42,7 @@ from scaleup.tune.choice import TunedChoice
 from scaleup.tune.choose import SizePass
 from scaleup.tune.msccl import msccl_rule
 from scaleup.tune.observe import Observer
+from scaleup.tune.p2p_rule import P2P_COLLECTIVES, P2pRule
 from scaleup.tune.question import Question
 from scaleup.tune.request import ROOTED, BenchRequest
 from scaleup.tune.rules import candidates
@@ -148,9 +149,19 @@ class TuneSession:
         cands = request.narrow(cands)
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
         trim = None if request.channels is not None else ChannelTrim.of(topology, ranks)
+        p2p = P2pRule.of(topology, ranks) if _p2p_ruled(request) else None
         return SizePass(
-            question, cands, request.printed(question.nranks), {} if prune else None, msccl, trim
-        )
+            question, cands, request.printed(question.nranks), {} if prune else None, msccl, trim,
+            p2p,
+        )  # fmt: skip
+
+
+def _p2p_ruled(request: BenchRequest) -> bool:
+    """Whether NCCL's p2p rule picks the channels and protocol (:mod:`scaleup.tune.p2p_rule`):
+    a send/recv collective whose protocol and channels the user left to the library."""
+    narrowed = (request.protocol, request.channels, request.protocols)
+    limits = (request.min_channels, request.max_channels)
+    return request.op in P2P_COLLECTIVES and all(v is None for v in (*narrowed, *limits))
 
 
 def resolve_group(

@@ -15,8 +15,14 @@ count and ``threadThreshold`` NCCL's per-thread byte threshold: 8 for LL and LL1
 ``src/include/device.h``): NCCL 512 for LL and Simple (256 for Ring Simple where the ring's
 intra-node bandwidth times its channels is at most PCIe's), 640 for LL128; RCCL 256 for every
 protocol (``NCCL_MAX_NTHREADS`` and ``NCCL_LL128_MAX_NTHREADS``, rccl ``device.h`` lines 68-87).
-NVLS, NVLS-Tree and CollNet are left alone (their own channel counts), and so are the
-algorithms NCCL does not have. A flag that pins the channel count (``--channels``) is taken as
+NVLS and NVLS-Tree run on ``comm->nvlsChannels`` at every size (enqueue.cc lines 2084-2090),
+set by ``ncclNvlsTuning`` (``src/transport/nvls.cc`` lines 155-157 and 202-238): 16 before
+Blackwell (``NVLS_NCHANNELS_SM90``), 24 on one Blackwell NVLink domain
+(``NVLS_NCHANNELS_SM100_NVL``), 32 across Blackwell nodes (``NVLS_NCHANNELS_SM100``; the
+NVLS-Tree SM100 tuning sets 24 or 32 by NIC bandwidth, and 32 is kept). In-switch reduction on
+a switch NCCL does not drive (Tomahawk Ultra, UALink) takes the pre-Blackwell default, 16: no
+library figure exists for it. CollNet is left alone, and so are the algorithms NCCL does not
+have. A flag that pins the channel count (``--channels``) is taken as
 the count to run; ``NCCL_MIN/MAX_NCHANNELS`` set ``comm->nChannels`` and are trimmed like it.
 
 So a 64 KiB all_reduce on 8 GPUs runs its LL ring on 2 channels (32 KiB per channel), and a
@@ -30,12 +36,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from scaleup import hardware
+from scaleup.sim import params as P
 from scaleup.sim.protocols import library_for
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.rules import Candidate
 
-__all__ = ["THREAD_THRESHOLD", "ChannelTrim"]
+__all__ = ["NVLS_CHANNELS", "THREAD_THRESHOLD", "ChannelTrim"]
 
 #: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
 THREAD_THRESHOLD: Final = MappingProxyType({"ll": 8, "ll128": 8, "simple": 64})
@@ -48,6 +56,12 @@ _RCCL_THREADS: Final = MappingProxyType({"ll": 256, "ll128": 256, "simple": 256}
 #: The algorithms trimmed, and which of NCCL's rows each uses (our ``hierarchical`` stands for
 #: NCCL's tree compositions across nodes).
 _ROW: Final = MappingProxyType({"ring": "ring", "tree": "tree", "hierarchical": "tree"})
+#: ``ncclNvlsTuning``'s channel counts by architecture row (nvls.cc lines 155-157): SM90 and
+#: every part without an NCCL figure 16; Blackwell (and Rubin, an ESTIMATE until NCCL tunes it)
+#: 24 in one NVLink domain, 32 across nodes.
+NVLS_CHANNELS: Final = MappingProxyType(
+    {"default": 16, "blackwell": 24, "blackwell-multi-node": 32}
+)
 
 
 @dataclass(frozen=True)
@@ -57,16 +71,19 @@ class ChannelTrim:
     nranks: int
     threads: Mapping[str, int]
     ring_simple_threads: int
+    #: ``comm->nvlsChannels`` (see module)
+    nvls_channels: int = NVLS_CHANNELS["default"]
 
     @classmethod
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> ChannelTrim:
         """The rule for ``ranks`` of ``topology`` (default: every accelerator)."""
         n = len(topology.accelerators) if ranks is None else len(ranks)
+        nvls = _nvls_channels(topology, ranks)
         if library_for(topology, ranks) == "rccl":
-            return cls(n, _RCCL_THREADS, _RCCL_THREADS["simple"])
+            return cls(n, _RCCL_THREADS, _RCCL_THREADS["simple"], nvls)
         nvlink = analysis.nvlink_class(topology, ranks)
         ring_simple = _NCCL_THREADS["simple"] if nvlink else _NCCL_PCI_RING_SIMPLE_THREADS
-        return cls(n, _NCCL_THREADS, ring_simple)
+        return cls(n, _NCCL_THREADS, ring_simple, nvls)
 
     def channels(self, algorithm: str, protocol: str, nbytes: int, channels: int) -> int:
         """The channels NCCL runs ``algorithm``/``protocol`` on for ``nbytes`` of ``channels``.
@@ -74,9 +91,11 @@ class ChannelTrim:
         >>> rule = ChannelTrim(8, _NCCL_THREADS, 512)
         >>> rule.channels("ring", "ll", 65536, 16), rule.channels("ring", "simple", 1 << 30, 16)
         (2, 16)
-        >>> rule.channels("nvls", "simple", 8, 16)
+        >>> rule.channels("nvls", "simple", 8, 4)
         16
         """
+        if algorithm in ("nvls", "nvls_tree"):
+            return self.nvls_channels
         row = _ROW.get(algorithm)
         if row is None:
             return channels
@@ -93,3 +112,15 @@ class ChannelTrim:
         """``cand`` with the channels NCCL would give it at ``nbytes``."""
         nc = self.channels(cand.algorithm, cand.protocol, nbytes, cand.channels)
         return cand if nc == cand.channels else Candidate(cand.algorithm, cand.protocol, nc)
+
+
+def _nvls_channels(topology: Topology, ranks: Sequence[int] | None) -> int:
+    """``comm->nvlsChannels`` of the group (see module): by the accelerators' architecture row
+    and whether the group spans several nodes."""
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
+    if rows != {"blackwell"}:
+        return NVLS_CHANNELS["default"]
+    multi = len(set(analysis.rank_nodes(topology, ranks))) > 1
+    return NVLS_CHANNELS["blackwell-multi-node" if multi else "blackwell"]

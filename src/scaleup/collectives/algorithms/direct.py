@@ -44,6 +44,7 @@ __all__ = [
     "BUILDERS",
     "DEFAULT_ITEMSIZE",
     "ONE_SHOT_MAX_BYTES",
+    "P2P_BASES",
     "P2P_MODES",
     "P2P_PER_BATCH",
     "PARAMS",
@@ -53,12 +54,17 @@ __all__ = [
 
 PARAMS: dict[str, Any] = {
     "channels": 1, "chunks": 1, "shot": "auto", "p2p": "batched", "p2p_channels": 32,
+    "p2p_base": "group",
 }  # fmt: skip
 #: NCCL's p2p ops per batch of one channel (``src/include/device.h``,
 #: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``): the rounds of one p2p group.
 P2P_PER_BATCH = 8
 #: ``p2p`` values: NCCL >= 2.19's batched rounds, or every transfer at once (the fluid bound).
 P2P_MODES = ("batched", "all")
+#: ``p2p_base`` values: the channel base of a round (``src/include/channel.h``
+#: ``ncclP2pChannelBaseForRound``): ``"group"`` across nodes (the 8 rounds of a schedule group
+#: share one base), ``"round"`` on one node (every round its own base).
+P2P_BASES = ("group", "round")
 #: ``shot="auto"``: one-shot while a rank's buffer is at most this many bytes, two-shot above.
 ONE_SHOT_MAX_BYTES = 256 * 1024
 #: Element size ``shot="auto"`` assumes where the dtype is unknown (float32, the CLI default).
@@ -84,6 +90,11 @@ def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
     p2p = params.get("p2p", "batched")
     if p2p not in P2P_MODES:
         raise UsageError(f"parameter p2p must be one of {P2P_MODES}, got {p2p!r}", source="p2p")
+    base = params.get("p2p_base", "group")
+    if base not in P2P_BASES:
+        raise UsageError(
+            f"parameter p2p_base must be one of {P2P_BASES}, got {base!r}", source="p2p_base"
+        )
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
@@ -91,6 +102,7 @@ def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
         "shot": int(shot),
         "p2p": p2p,
         "p2p_channels": check_int("p2p_channels", params.get("p2p_channels", 32)),
+        "p2p_base": base,
     }
 
 
@@ -269,37 +281,67 @@ def all_to_all(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     """Pairwise exchange: in round t rank r puts its block (r+t) % n into rank (r+t)'s block r.
 
     ``p2p="batched"`` (default, NCCL >= 2.19: ``src/enqueue.cc`` ``scheduleP2pTasksToPlan`` and
-    ``ncclAddWorkBatchToPlan``, ``src/include/channel.h`` ``ncclP2pChannelBaseForRound``):
-    rounds are taken in groups of :data:`P2P_PER_BATCH`; one group's transfers are one batch on
-    its own ``channels`` channel tags (a batch never mixes two groups, and a thread block runs up
-    to 8 transfers of a batch at once). ``p2p_channels`` (NCCL's ``p2pnChannels``) bounds the
-    tags: groups ``g`` and ``g + p2p_channels // channels`` share them, and on a shared tag a
-    rank's batch starts when its previous batch there is done. ``p2p="all"``: every transfer at
-    once on ``channels`` tags (the fluid bound; the model before NCCL's batching was modelled).
+    ``ncclAddWorkBatchToPlan``, ``src/include/channel.h`` ``ncclP2pChannelBaseForRound``,
+    ``src/include/device.h`` ``ncclP2pChannelForPart``): part k of round t runs on channel
+    ``(reverseBits(base(t)) + k) mod p2p_channels``, where ``base(t)`` is the round's group of
+    :data:`P2P_PER_BATCH` rounds (``p2p_base="group"``, across nodes) or the round itself
+    (``"round"``, one node), bit-reversed over log2(``p2p_channels``) bits; ``channels`` is the
+    parts per transfer. A channel's ops of one group are one batch (a thread block runs up to 8
+    transfers of a batch at once); a batch never mixes two groups, and a channel runs its
+    batches in order: on a channel, a rank's batch of a later group starts when its batch of the
+    group before is done. ``p2p="all"``: every transfer at once on ``channels`` tags (the fluid
+    bound; the model before NCCL's batching was modelled).
     """
     n, blk = spec.nranks, spec.block_count
     b = ScheduleBuilder(spec, "direct", params=params, infer_deps=False)
     channel, chunk = _lanes(params)
-    k, lanes = params["channels"], len(channel)
+    lanes = len(channel)
     poff, psize = split(blk, lanes)
-    batched = params["p2p"] == "batched"
-    per_wave = max(1, params["p2p_channels"] // k) if batched else 1
-    group = np.arange(n) // P2P_PER_BATCH if batched else np.zeros(n, dtype=np.int64)
-    wave = group // per_wave
     sender, t, lane = (a.ravel() for a in np.meshgrid(
         np.arange(n), np.arange(n), np.arange(lanes), indexing="ij"))  # fmt: skip
     dest = (sender + t) % n
-    tag = channel[lane] + (group[t] % per_wave) * k
+    tag_tl, wave_tl = _p2p_channels(n, channel, params)
+    tag, wave = tag_tl[t, lane], wave_tl[t, lane]
     ids = np.full(n * n * lanes, -1, dtype=np.int64)
     for w in range(int(wave.max()) + 1):
-        rows = np.flatnonzero(wave[t] == w)
-        deps = _previous_batch(ids, wave[t], sender, tag, rows, w)
+        rows = np.flatnonzero(wave == w)
+        deps = _previous_batch(ids, wave, sender, tag, rows, w)
         ids[rows] = local_copies(
             b, sender[rows], INPUT, dest[rows] * blk + poff[lane[rows]], OUTPUT,
             sender[rows] * blk + poff[lane[rows]], psize[lane[rows]], dst_rank=dest[rows],
             channel=tag[rows], step=chunk[lane[rows]] + t[rows], deps=deps,
         )  # fmt: skip
     return b.build()
+
+
+def _reverse_bits(x: np.ndarray, bits: int) -> np.ndarray:
+    """The low ``bits`` bits of ``x`` in reverse order (NCCL's ``reverseBits``)."""
+    out = np.zeros_like(x)
+    for i in range(bits):
+        out |= ((x >> i) & 1) << (bits - 1 - i)
+    return out
+
+
+def _p2p_channels(
+    n: int, channel: np.ndarray, params: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(channel tag, batch wave) of every (round, lane): see :func:`all_to_all`. The wave of a
+    (round, lane) is how many earlier groups' batches its channel runs before it."""
+    t = np.arange(n)[:, None]
+    part = channel[None, :]
+    if params["p2p"] != "batched":
+        return np.broadcast_to(part, (n, len(channel))).copy(), np.zeros((n, len(channel)), int)
+    p2p = params["p2p_channels"]
+    bits = max(0, (p2p - 1).bit_length())
+    rounds = t if params["p2p_base"] == "round" else t // P2P_PER_BATCH
+    tag = (_reverse_bits(rounds, bits) + part) % p2p
+    group = np.broadcast_to(t // P2P_PER_BATCH, tag.shape)
+    key = tag.ravel() * n + group.ravel()  # (channel, group), one batch each
+    uniq = np.unique(key)
+    first = np.searchsorted(uniq // n, uniq // n, side="left")  # each channel's first batch
+    rank_of = np.arange(len(uniq)) - first
+    wave = rank_of[np.searchsorted(uniq, key)].reshape(tag.shape)
+    return tag, wave
 
 
 def _previous_batch(
