@@ -139,9 +139,12 @@ def maxmin_entries(
     n_c, n_v = len(cap), len(count)
     rate = np.full(n_v, np.inf)
     k = np.asarray(count, dtype=np.float64)
-    live = k[col] > 0
-    r, c = row[live], col[live]
-    w = use[live] * k[c]
+    if len(k) and k.min() > 0:  # every variable active (the simulator's case): no filter
+        r, c, w = row, col, use * k[col]
+    else:
+        live = k[col] > 0
+        r, c = row[live], col[live]
+        w = use[live] * k[c]
     remaining = cap.copy()
     tol = _SATURATION_RTOL * cap
     level = 0.0
@@ -164,6 +167,8 @@ def maxmin_entries(
         mark[newly] = True
         keep = ~mark[c]
         mark[newly] = False
+        if not keep.any():  # all frozen (most solves end in one round)
+            break
         r, c, w = r[keep], c[keep], w[keep]
     rate[k <= 0] = 0.0
     return rate

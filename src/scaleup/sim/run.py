@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from scaleup.collectives.op_table import csr_rows
+from scaleup.collectives.op_table import csr_rows, csr_rows_lengths
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import maxmin, maxmin_entries
@@ -215,9 +215,9 @@ class Run:
             self.a_rem = cat((self.a_rem, size))
             self.a_rate = cat((self.a_rate, np.zeros(len(ops))))
             self.a_fin = cat((self.a_fin, np.full(len(ops), np.inf)))
-            thr = np.full(len(ops), -1.0) if self.pipe is None else self.pipe.threshold(ops, size)
-            self.a_thr = cat((self.a_thr, thr))
-            self.a_tt = cat((self.a_tt, np.full(len(ops), np.inf)))
+            if self.pipe is not None:  # cut-through state: pipelined runs alone read it
+                self.a_thr = cat((self.a_thr, self.pipe.threshold(ops, size)))
+                self.a_tt = cat((self.a_tt, np.full(len(ops), np.inf)))
             self._need_resolve()
 
     def _on_complete(self, event: Event) -> None:
@@ -234,7 +234,8 @@ class Run:
         keep = ~done
         self.a_op, self.a_var, self.a_rem = self.a_op[keep], self.a_var[keep], self.a_rem[keep]
         self.a_rate, self.a_fin = self.a_rate[keep], self.a_fin[keep]
-        self.a_thr, self.a_tt = self.a_thr[keep], self.a_tt[keep]
+        if self.pipe is not None:
+            self.a_thr, self.a_tt = self.a_thr[keep], self.a_tt[keep]
         self.completion = None
         self._need_resolve()
         self._bytes_done(finished, now)
@@ -276,8 +277,8 @@ class Run:
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
-        m_idx = csr_rows(m_ptr, uv)
-        m_col = np.repeat(np.arange(len(uv)), m_ptr[uv + 1] - m_ptr[uv])
+        m_idx, m_len = csr_rows_lengths(m_ptr, uv)
+        m_col = np.repeat(np.arange(len(uv)), m_len)
         hit = m_row[m_idx]
         if self.solver is maxmin:  # fast path: progressive filling on merged constraints
             rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
@@ -292,7 +293,7 @@ class Run:
             where[rows] = np.arange(len(rows))
             usage = sp.csr_matrix((use[idx], (where[row[idx]], col)), shape=(len(rows), len(uv)))
             rates = self.solver(usage, self.capacity[rows], count=cnt)
-        if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
+        if not (rates.min() > 0.0 and rates.max() < np.inf):  # NaN fails both: not finite
             raise SimulationError(
                 "a transfer got no bandwidth (a zero-capacity or unbounded route)"
             )
