@@ -73,6 +73,7 @@ class Shape:
         self._rotation: list[tuple[int, ...]] = []
         self._rotation_speed: list[float] = []
         self._loads: dict[tuple[int, ...], Load] = {}
+        self._load_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         if graph.switched:
             self._rotate()
 
@@ -139,11 +140,23 @@ class Shape:
         return merge(*(p for p in parts if p is not None))
 
     def _totals(self, paths: Sequence[Sequence[int]]) -> np.ndarray:
+        """The arcs' loads summed over ``paths``, path by path (a load lists every arc once,
+        so adding its arrays at once adds what one entry at a time did)."""
         total = np.zeros(len(self._cap))
         for path in paths:
-            for arc, frac in self.load_of(path):
-                total[arc] += frac
+            arcs, fracs = self._arrays(tuple(path))
+            total[arcs] += fracs
         return total
+
+    def _arrays(self, path: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._load_arrays.get(path)
+        if hit is None:
+            load = self.load_of(path)
+            hit = self._load_arrays[path] = (
+                np.array([a for a, _ in load], dtype=np.int64),
+                np.array([f for _, f in load], dtype=np.float64),
+            )
+        return hit
 
     def speed_limit(self, paths: Sequence[Sequence[int]]) -> float:
         """The highest per-channel speed at which all ``paths`` fit together."""
