@@ -14,7 +14,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from scaleup.collectives.op_table import csr_rows
-from scaleup.sim.fairshare import merge_constraints
+from scaleup.sim.fairshare import column_classes, merge_constraints
 from scaleup.sim.pipeline import Pipeline
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.symmetry import Generator, Symmetry
@@ -64,6 +64,7 @@ class Quotient:
             {},
         )
         self._merged = merge_constraints(parts["system"], parts["capacity"])
+        self._classes: np.ndarray | None = None
         self.orbit = parts["orbit"]  # full constraint -> quotient constraint (-1: unused)
 
     @classmethod
@@ -79,6 +80,12 @@ class Quotient:
     def merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:
         """The quotient system with interchangeable constraints merged."""
         return self._merged
+
+    def var_classes(self, proto: Protocol) -> np.ndarray:
+        """The quotient's variables by column (the key of the rate memo), cached."""
+        if self._classes is None:
+            self._classes = column_classes(self._system[0])
+        return self._classes
 
     def pipeline(self) -> Pipeline:
         """The pipelining structure of the representative ops (built on first use: only

@@ -62,6 +62,8 @@ class Run:
         else:
             self.system, self.capacity, self.latency, self.memo = slowed[:4]
             self.merged, self.release_s = slowed.merged, slowed.release_s
+        #: the rate memo's key: active variables by column class (equal columns, equal rates)
+        self.var_class = c.var_classes(proto)
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -254,7 +256,7 @@ class Run:
         counts = np.bincount(self.a_var, minlength=self.c.n_vars)
         uv = np.flatnonzero(counts)
         cnt = counts[uv]
-        key = uv.tobytes() + cnt.tobytes()
+        key = self.var_class[uv].tobytes() + cnt.tobytes()
         pos = self.pos
         pos[uv] = np.arange(len(uv))
         inv = pos[self.a_var]
