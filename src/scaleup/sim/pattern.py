@@ -171,9 +171,7 @@ def _routes_follow(c: CompiledSchedule, gen: LaneGenerator) -> bool:
     red = (t.kind[p2p] == int(OpKind.REDUCE)).tolist()
     ids, first = np.unique(c.route, return_index=True)
     mine = [routes[i] for i in ids.tolist()]
-    theirs = [
-        routes[net.transfer_route(src[i], dst[i], reduce=red[i])] for i in first.tolist()
-    ]
+    theirs = [routes[net.transfer_route(src[i], dst[i], reduce=red[i])] for i in first.tolist()]
     if any(a.link_class != b.link_class or a.inflate != b.inflate
            for a, b in zip(mine, theirs, strict=True)):  # fmt: skip
         return False
