@@ -148,9 +148,10 @@ class Run:
         if len(when) == 1 or (when == first).all():
             self._at(float(first), ops, self._on_start, START)
             return
-        times, inv = np.unique(when, return_inverse=True)
-        order = np.argsort(inv, kind="stable")
-        bounds = np.flatnonzero(np.diff(inv[order])) + 1
+        order = np.argsort(when, kind="stable")  # by time, ops of one time in their order
+        ordered = when[order]
+        bounds = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        times = ordered[np.r_[0, bounds]]
         for k, group in enumerate(np.split(ops[order], bounds)):
             self._at(float(times[k]), group, self._on_start, START)
 
@@ -180,6 +181,12 @@ class Run:
 
     def _decrement(self, succ: np.ndarray, now: float) -> None:
         """Successor entries ``succ`` have one dependency fewer; release those now ready."""
+        if len(succ) == 1:  # one successor (most chain steps): no scatter, no unique
+            left = self.deps_left[succ] - 1
+            self.deps_left[succ] = left
+            if left[0] == 0:
+                self._release(succ.copy(), now)  # succ may be a view of succ_idx
+            return
         if not len(succ):
             return
         np.subtract.at(self.deps_left, succ, 1)
