@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from scaleup.calibrate.logs import ParsedLog, Pin
 from scaleup.calibrate.profile import FitSummary, Profile, Uncertainty
@@ -243,6 +242,8 @@ def fit_profile(
         evaluations += 1
         topo = topology.with_calibration(_calibration(names, [float(v) for v in x]))
         return np.log(_times_us(_choices(topo, train, train_pins, n, session))) - measured
+
+    from scipy.optimize import least_squares  # here: scipy.optimize costs ~0.3 s to import
 
     result = least_squares(
         residuals, [s for _, s, _, _ in params], bounds=([lo for *_, lo, _ in params],

@@ -17,7 +17,7 @@ import numpy as np
 
 from scaleup.errors import ScheduleError
 
-__all__ = ["Buffer", "Chunk", "Op", "OpKind", "OpTable", "OpsView", "csr_rows"]
+__all__ = ["Buffer", "Chunk", "Op", "OpKind", "OpTable", "OpsView", "csr_rows", "csr_rows_lengths"]
 
 
 class _Labelled(IntEnum):
@@ -261,8 +261,16 @@ class OpsView(Sequence[Op]):
 
 def csr_rows(ptr: np.ndarray, ops: np.ndarray) -> np.ndarray:
     """Row indices of the CSR lists of ``ops``, concatenated."""
-    lengths = ptr[ops + 1] - ptr[ops]
-    if not len(ops) or lengths.sum() == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.repeat(ptr[ops] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return starts + np.arange(lengths.sum())
+    return csr_rows_lengths(ptr, ops)[0]
+
+
+def csr_rows_lengths(ptr: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`csr_rows` and the length of every op's list (the simulator's hot path wants
+    both, for the owner of every row)."""
+    begin = ptr[ops]
+    lengths = ptr[ops + 1] - begin
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if len(ends) else 0
+    if not total:
+        return np.zeros(0, dtype=np.int64), lengths
+    return np.repeat(begin - (ends - lengths), lengths) + np.arange(total), lengths

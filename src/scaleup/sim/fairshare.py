@@ -38,6 +38,7 @@ from scaleup.errors import SimulationError, UsageError
 __all__ = [
     "SOLVERS",
     "Solver",
+    "column_classes",
     "equal_share",
     "get_solver",
     "maxmin",
@@ -139,9 +140,12 @@ def maxmin_entries(
     n_c, n_v = len(cap), len(count)
     rate = np.full(n_v, np.inf)
     k = np.asarray(count, dtype=np.float64)
-    live = k[col] > 0
-    r, c = row[live], col[live]
-    w = use[live] * k[c]
+    if len(k) and k.min() > 0:  # every variable active (the simulator's case): no filter
+        r, c, w = row, col, use * k[col]
+    else:
+        live = k[col] > 0
+        r, c = row[live], col[live]
+        w = use[live] * k[c]
     remaining = cap.copy()
     tol = _SATURATION_RTOL * cap
     level = 0.0
@@ -164,6 +168,8 @@ def maxmin_entries(
         mark[newly] = True
         keep = ~mark[c]
         mark[newly] = False
+        if not keep.any():  # all frozen (most solves end in one round)
+            break
         r, c, w = r[keep], c[keep], w[keep]
     rate[k <= 0] = 0.0
     return rate
@@ -230,6 +236,46 @@ def merge_constraints(system: Any, capacity: np.ndarray) -> tuple[np.ndarray, ..
     m_ptr = np.concatenate([[0], np.cumsum(np.bincount(m_var, minlength=n_v))]).astype(np.int64)
     m_carried = carried[first] / capacity[row[first]]
     return m_ptr, m_row.astype(np.int64), norm[first], np.ones(len(group_of)), m_carried, row_group
+
+
+def column_classes(system: Any) -> np.ndarray:
+    """A class per variable of the usage columns ``(col_ptr, row, use, carried)``: variables
+    with the same column (the same rows, coefficients and carried bytes, bit for bit, in the
+    same order) share one.
+
+    A max-min solve reads only the columns of the active variables, in their order, and their
+    counts, so two active sets whose columns are equal position by position get the same
+    rates and flows, bit for bit: a run can key its rate memo by classes instead of variable
+    ids (a ring's steps repeat one system on other variables). Columns are grouped by a
+    128-bit fingerprint and then compared entry by entry; should two fingerprints collide,
+    every variable keeps a class of its own (the memo is then keyed by variable, as before).
+    """
+    col_ptr, row, use, carried = system
+    n_v = len(col_ptr) - 1
+    lengths = np.diff(col_ptr)
+    var = np.repeat(np.arange(n_v), lengths)
+    pos = (np.arange(len(row)) - col_ptr[var]).astype(np.uint64)
+    bits = [
+        np.asarray(row, dtype=np.int64).view(np.uint64),
+        np.ascontiguousarray(use, dtype=np.float64).view(np.uint64),
+        np.ascontiguousarray(carried, dtype=np.float64).view(np.uint64),
+    ]
+    fps = [lengths.astype(np.uint64)]
+    for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
+        with np.errstate(over="ignore"):
+            h = _mix(pos ^ np.uint64(seed))
+            for b in bits:
+                h = _mix(h ^ b)
+        acc = np.zeros(n_v, dtype=np.uint64)
+        np.add.at(acc, var, h)
+        fps.append(acc)
+    _, first, cls = np.unique(np.stack(fps, axis=1), axis=0, return_index=True,
+                              return_inverse=True)  # fmt: skip
+    cls = cls.ravel()
+    partner = col_ptr[first[cls][var]] + pos.astype(np.int64)  # the same entry of the first
+    if all(np.array_equal(b[partner], b) for b in bits):
+        return cls.astype(np.int64)
+    return np.arange(n_v, dtype=np.int64)
 
 
 def equal_share(

@@ -146,11 +146,11 @@ def _generator(
         q = int(positions[image_of_0, target]) - p0
         sigma = np.empty(n, dtype=np.int64)
         sigma[orders[0]] = orders[image_of_0][(np.arange(n) + q) % n]
+        tau = device_image(net, topology, sigma)  # the cheaper check first (same verdict)
+        if tau is None:
+            continue
         lanes = _lane_map(orders, positions, by_cycle, sigma)
         if lanes is None:
-            continue
-        tau = device_image(net, topology, sigma)
-        if tau is None:
             continue
         con_image = network_image(net, tau)
         if con_image is None or not _fabric_invariant(net, topology, sigma, con_image):
@@ -169,9 +169,12 @@ def _lane_map(
     image = np.full(r_count, -1, dtype=np.int64)
     shift = np.zeros(r_count, dtype=np.int64)
     taken = np.zeros(r_count, dtype=bool)
+    moved_all = sigma[orders]
+    at_0 = np.argmax(moved_all == 0, axis=1)  # where rank 0 is in every moved lane
+    rotated = np.take_along_axis(moved_all, (at_0[:, None] + np.arange(n)) % n, axis=1)
     for lane in range(r_count):
-        moved = sigma[orders[lane]]
-        free = [x for x in by_cycle.get(_cycle_key(moved, np.argsort(moved)), []) if not taken[x]]
+        moved = moved_all[lane]
+        free = [x for x in by_cycle.get(rotated[lane].tobytes(), []) if not taken[x]]
         if not free:
             return None
         other = lane if lane in free else free[0]

@@ -31,6 +31,7 @@ The device and channel arrays and the multipath split live in :mod:`~scaleup.sim
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,15 @@ class Network:
         return host_caps
 
     # ---- distances and paths (:class:`~scaleup.sim.paths.FabricPaths`) --------------------
+    @cached_property
+    def out_neighbours(self) -> dict[int, frozenset[int]]:
+        """Device -> the devices its channels lead to (built once: symmetry searches ask for
+        it per candidate permutation, and the channels never change)."""
+        nbrs: dict[int, set[int]] = {}
+        for a, b in zip(self.ch_src.tolist(), self.ch_dst.tolist(), strict=True):
+            nbrs.setdefault(a, set()).add(b)
+        return {a: frozenset(b) for a, b in nbrs.items()}
+
     def prepare(self, devices: np.ndarray) -> None:
         """Compute BFS distances from many devices at once (one C call instead of many)."""
         self.fabric.prepare(devices)

@@ -105,10 +105,15 @@ class FabricPaths:
 
     # ---- distances -----------------------------------------------------------------------
     def prepare(self, devices: np.ndarray) -> None:
-        """Compute BFS distances from many devices at once (one C call instead of many)."""
+        """Compute BFS distances from many devices at once (one C call instead of many).
+        Without host devices both graphs are one: their distances are computed once."""
+        hostless = not self.is_host.any()
         for with_hosts in (False, True):
             need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
-            if need:
+            if need and with_hosts and hostless:
+                for d in need:
+                    self._dist[(True, d)] = self._dist[(False, d)]
+            elif need:
                 dist = shortest_path(
                     self._graphs[with_hosts], unweighted=True, indices=need, directed=True
                 )

@@ -156,39 +156,59 @@ class RingPattern:
 
 def _routes_follow(c: CompiledSchedule, gen: LaneGenerator) -> bool:
     """Whether every representative's route, moved by ``gen``, is the route between the moved
-    ranks: same (mapped) constraints with the same coefficients, same latency and class."""
+    ranks: same (mapped) constraints with the same coefficients, same latency and class.
+
+    All routes are compared at once (concatenated, sorted by route then constraint), which is
+    the per-route comparison: a route's constraints are distinct, so sorting them is unique."""
     t = c.schedule.table
     net = c.net
     routes = net.routes
     p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
     if len(p2p) != t.n_ops:
         return False
-    src = t.src_rank[t.src_ptr[p2p]].astype(np.int64)
-    dst = t.dst_rank[t.dst_ptr[p2p]].astype(np.int64)
-    red = t.kind[p2p] == int(OpKind.REDUCE)
-    _, first = np.unique(c.route, return_index=True)
-    for i in first.tolist():
-        mine = routes[int(c.route[i])]
-        theirs = routes[
-            net.transfer_route(int(gen.sigma[src[i]]), int(gen.sigma[dst[i]]), reduce=bool(red[i]))
-        ]
-        if mine.link_class != theirs.link_class or mine.inflate != theirs.inflate:
-            return False
-        if not np.isclose(mine.latency_s, theirs.latency_s, rtol=_RTOL, atol=0.0):
-            return False
-        for rows_a, vals_a, rows_b, vals_b in (
-            (mine.net_rows, mine.net_vals, theirs.net_rows, theirs.net_vals),
-            (mine.mem_rows, mine.mem_vals, theirs.mem_rows, theirs.mem_vals),
-        ):
-            moved = gen.con_image[np.asarray(rows_a, dtype=np.int64)]
-            if len(moved) != len(rows_b) or (moved < 0).any():
-                return False
-            a, b = np.argsort(moved), np.argsort(rows_b)
-            if not np.array_equal(moved[a], np.asarray(rows_b)[b]):
-                return False
-            if not np.allclose(np.asarray(vals_a)[a], np.asarray(vals_b)[b], rtol=_RTOL, atol=0):
-                return False
-    return True
+    src = gen.sigma[t.src_rank[t.src_ptr[p2p]].astype(np.int64)].tolist()
+    dst = gen.sigma[t.dst_rank[t.dst_ptr[p2p]].astype(np.int64)].tolist()
+    red = (t.kind[p2p] == int(OpKind.REDUCE)).tolist()
+    ids, first = np.unique(c.route, return_index=True)
+    mine = [routes[i] for i in ids.tolist()]
+    theirs = [routes[net.transfer_route(src[i], dst[i], reduce=red[i])] for i in first.tolist()]
+    if any(a.link_class != b.link_class or a.inflate != b.inflate
+           for a, b in zip(mine, theirs, strict=True)):  # fmt: skip
+        return False
+    lat_a, lat_b = (np.array([r.latency_s for r in x], dtype=np.float64) for x in (mine, theirs))
+    if not np.isclose(lat_a, lat_b, rtol=_RTOL, atol=0.0).all():
+        return False
+    return _same_usage(
+        [r.net_rows for r in mine], [r.net_vals for r in mine],
+        [r.net_rows for r in theirs], [r.net_vals for r in theirs], gen.con_image,
+    ) and _same_usage(
+        [r.mem_rows for r in mine], [r.mem_vals for r in mine],
+        [r.mem_rows for r in theirs], [r.mem_vals for r in theirs], gen.con_image,
+    )  # fmt: skip
+
+
+def _same_usage(
+    rows_a: list[np.ndarray], vals_a: list[np.ndarray], rows_b: list[np.ndarray],
+    vals_b: list[np.ndarray], image: np.ndarray,
+) -> bool:  # fmt: skip
+    """Whether route ``k`` of ``a``, its constraints moved by ``image``, uses the constraints
+    route ``k`` of ``b`` uses, with the same coefficients (to ``_RTOL``), for every ``k``."""
+    len_a = np.array([len(r) for r in rows_a], dtype=np.int64)
+    if not np.array_equal(len_a, [len(r) for r in rows_b]):
+        return False
+    if not len_a.sum():
+        return True
+    owner = np.repeat(np.arange(len(len_a)), len_a)
+    moved = image[np.concatenate(rows_a).astype(np.int64)]
+    if (moved < 0).any():
+        return False
+    rows = np.concatenate(rows_b).astype(np.int64)
+    a, b = np.lexsort((moved, owner)), np.lexsort((rows, owner))
+    if not np.array_equal(moved[a], rows[b]):
+        return False
+    va = np.concatenate(vals_a).astype(np.float64)
+    vb = np.concatenate(vals_b).astype(np.float64)
+    return bool(np.allclose(va[a], vb[b], rtol=_RTOL, atol=0))
 
 
 def _pattern_system(p: RingPattern, proto: Protocol) -> dict[str, Any] | None:

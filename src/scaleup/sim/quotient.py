@@ -14,7 +14,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from scaleup.collectives.op_table import csr_rows
-from scaleup.sim.fairshare import merge_constraints
+from scaleup.sim.fairshare import column_classes, merge_constraints
 from scaleup.sim.pipeline import Pipeline
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.symmetry import Generator, Symmetry
@@ -53,15 +53,8 @@ class Quotient:
         self.succ_ptr = np.concatenate(
             [[0], np.cumsum(np.bincount(self.dep_idx, minlength=self.n_ops))]
         ).astype(np.int64)
-        full_pipe = c.pipeline()
-        dep_stream = full_pipe.dep_stream[entries]
-        conn = full_pipe.conn_pred[rep]
-        self._pipeline = Pipeline(
-            dep_stream[order],
-            dep_stream,
-            full_pipe.streams_out[rep],
-            np.where(conn >= 0, sym.rep_of_op[np.maximum(conn, 0)], -1),
-        )
+        self._entries, self._order = entries, order  # for the pipeline, built when asked
+        self._pipeline: Pipeline | None = None
         self.var_of_op = parts["var_of_op"]
         self.n_vars = parts["n_vars"]
         self._system: tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]] = (
@@ -71,6 +64,7 @@ class Quotient:
             {},
         )
         self._merged = merge_constraints(parts["system"], parts["capacity"])
+        self._classes: np.ndarray | None = None
         self.orbit = parts["orbit"]  # full constraint -> quotient constraint (-1: unused)
 
     @classmethod
@@ -87,8 +81,26 @@ class Quotient:
         """The quotient system with interchangeable constraints merged."""
         return self._merged
 
+    def var_classes(self, proto: Protocol) -> np.ndarray:
+        """The quotient's variables by column (the key of the rate memo), cached."""
+        if self._classes is None:
+            self._classes = column_classes(self._system[0])
+        return self._classes
+
     def pipeline(self) -> Pipeline:
-        """The pipelining structure of the representative ops."""
+        """The pipelining structure of the representative ops (built on first use: only
+        ``step_bytes`` runs read it)."""
+        if self._pipeline is None:
+            full_pipe = self.full.pipeline()
+            rep = self.sym.rep_ops
+            dep_stream = full_pipe.dep_stream[self._entries]
+            conn = full_pipe.conn_pred[rep]
+            self._pipeline = Pipeline(
+                dep_stream[self._order],
+                dep_stream,
+                full_pipe.streams_out[rep],
+                np.where(conn >= 0, self.sym.rep_of_op[np.maximum(conn, 0)], -1),
+            )
         return self._pipeline
 
     def start_s(self, proto: Protocol) -> float:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from scaleup.collectives.op_table import csr_rows
+from scaleup.collectives.op_table import csr_rows, csr_rows_lengths
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
 from scaleup.sim.fairshare import maxmin, maxmin_entries
@@ -62,6 +62,8 @@ class Run:
         else:
             self.system, self.capacity, self.latency, self.memo = slowed[:4]
             self.merged, self.release_s = slowed.merged, slowed.release_s
+        #: the rate memo's key: active variables by column class (equal columns, equal rates)
+        self.var_class = c.var_classes(proto)
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -146,9 +148,10 @@ class Run:
         if len(when) == 1 or (when == first).all():
             self._at(float(first), ops, self._on_start, START)
             return
-        times, inv = np.unique(when, return_inverse=True)
-        order = np.argsort(inv, kind="stable")
-        bounds = np.flatnonzero(np.diff(inv[order])) + 1
+        order = np.argsort(when, kind="stable")  # by time, ops of one time in their order
+        ordered = when[order]
+        bounds = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        times = ordered[np.r_[0, bounds]]
         for k, group in enumerate(np.split(ops[order], bounds)):
             self._at(float(times[k]), group, self._on_start, START)
 
@@ -178,6 +181,12 @@ class Run:
 
     def _decrement(self, succ: np.ndarray, now: float) -> None:
         """Successor entries ``succ`` have one dependency fewer; release those now ready."""
+        if len(succ) == 1:  # one successor (most chain steps): no scatter, no unique
+            left = self.deps_left[succ] - 1
+            self.deps_left[succ] = left
+            if left[0] == 0:
+                self._release(succ.copy(), now)  # succ may be a view of succ_idx
+            return
         if not len(succ):
             return
         np.subtract.at(self.deps_left, succ, 1)
@@ -215,9 +224,9 @@ class Run:
             self.a_rem = cat((self.a_rem, size))
             self.a_rate = cat((self.a_rate, np.zeros(len(ops))))
             self.a_fin = cat((self.a_fin, np.full(len(ops), np.inf)))
-            thr = np.full(len(ops), -1.0) if self.pipe is None else self.pipe.threshold(ops, size)
-            self.a_thr = cat((self.a_thr, thr))
-            self.a_tt = cat((self.a_tt, np.full(len(ops), np.inf)))
+            if self.pipe is not None:  # cut-through state: pipelined runs alone read it
+                self.a_thr = cat((self.a_thr, self.pipe.threshold(ops, size)))
+                self.a_tt = cat((self.a_tt, np.full(len(ops), np.inf)))
             self._need_resolve()
 
     def _on_complete(self, event: Event) -> None:
@@ -234,7 +243,8 @@ class Run:
         keep = ~done
         self.a_op, self.a_var, self.a_rem = self.a_op[keep], self.a_var[keep], self.a_rem[keep]
         self.a_rate, self.a_fin = self.a_rate[keep], self.a_fin[keep]
-        self.a_thr, self.a_tt = self.a_thr[keep], self.a_tt[keep]
+        if self.pipe is not None:
+            self.a_thr, self.a_tt = self.a_thr[keep], self.a_tt[keep]
         self.completion = None
         self._need_resolve()
         self._bytes_done(finished, now)
@@ -253,7 +263,7 @@ class Run:
         counts = np.bincount(self.a_var, minlength=self.c.n_vars)
         uv = np.flatnonzero(counts)
         cnt = counts[uv]
-        key = uv.tobytes() + cnt.tobytes()
+        key = self.var_class[uv].tobytes() + cnt.tobytes()
         pos = self.pos
         pos[uv] = np.arange(len(uv))
         inv = pos[self.a_var]
@@ -276,8 +286,8 @@ class Run:
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
-        m_idx = csr_rows(m_ptr, uv)
-        m_col = np.repeat(np.arange(len(uv)), m_ptr[uv + 1] - m_ptr[uv])
+        m_idx, m_len = csr_rows_lengths(m_ptr, uv)
+        m_col = np.repeat(np.arange(len(uv)), m_len)
         hit = m_row[m_idx]
         if self.solver is maxmin:  # fast path: progressive filling on merged constraints
             rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
@@ -292,7 +302,7 @@ class Run:
             where[rows] = np.arange(len(rows))
             usage = sp.csr_matrix((use[idx], (where[row[idx]], col)), shape=(len(rows), len(uv)))
             rates = self.solver(usage, self.capacity[rows], count=cnt)
-        if not np.all(np.isfinite(rates)) or np.any(rates <= 0):
+        if not (rates.min() > 0.0 and rates.max() < np.inf):  # NaN fails both: not finite
             raise SimulationError(
                 "a transfer got no bandwidth (a zero-capacity or unbounded route)"
             )

@@ -34,7 +34,7 @@ from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, variables
-from scaleup.sim.fairshare import get_solver, merge_constraints
+from scaleup.sim.fairshare import column_classes, get_solver, merge_constraints
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, for_topology, host_launch_s, protocol
@@ -109,6 +109,7 @@ class CompiledSchedule:
         self._per_protocol: dict[str, tuple[Any, ...]] = {}
         self._bound_per_count: dict[str, float] = {}
         self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
+        self._classes: dict[str, np.ndarray] = {}
         self._pipeline: Pipeline | None = None
         self._symmetry: Symmetry | None = None
         self._symmetry_searched = False
@@ -121,7 +122,8 @@ class CompiledSchedule:
 
         The usage columns are CSC arrays ``(col_ptr, row, use, carried)``: ``use`` is capacity
         consumed per byte/s of the variable, ``carried`` the payload bytes counted as carried.
-        The memo maps an active variable multiset to its max-min solution; it is shared by
+        The memo maps the active variables (by column class, :meth:`var_classes`) and their
+        counts to the max-min solution; it is shared by
         every run of this protocol (rates do not depend on message size)."""
         hit = self._per_protocol.get(proto.name)
         if hit is not None:
@@ -175,6 +177,14 @@ class CompiledSchedule:
         if hit is None:
             system, capacity, _latency, _memo = self.system(proto)
             hit = self._merged_cache[proto.name] = merge_constraints(system, capacity)
+        return hit
+
+    def var_classes(self, proto: Protocol) -> np.ndarray:
+        """The protocol's variables by column (:func:`~scaleup.sim.fairshare.column_classes`:
+        the key of the rate memo), cached."""
+        hit = self._classes.get(proto.name)
+        if hit is None:
+            hit = self._classes[proto.name] = column_classes(self.system(proto)[0])
         return hit
 
     def pipeline(self) -> Pipeline:

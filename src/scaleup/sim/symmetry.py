@@ -181,29 +181,31 @@ def _match_neighbours(net: Network, topology: Topology, tau: np.ndarray) -> np.n
     if not open_:
         return tau
     types = [d.type for d in topology.devices]
-    nbrs: dict[int, set[int]] = {}
-    for a, b in zip(net.ch_src.tolist(), net.ch_dst.tolist(), strict=True):
-        nbrs.setdefault(a, set()).add(b)
-    taken = set(tau[tau >= 0].tolist())
+    nbrs = net.out_neighbours
+    none: frozenset[int] = frozenset()
+    image = tau.tolist()
+    taken = {x for x in image if x >= 0}
     while open_:
         rest = []
         for f in open_:
-            known = [int(tau[g]) for g in nbrs.get(f, ()) if tau[g] >= 0]
+            known = [image[g] for g in nbrs.get(f, none) if image[g] >= 0]
             if not known:
                 rest.append(f)
                 continue
-            cands = set.intersection(*(nbrs.get(k, set()) for k in known)) - taken
-            cands = {g for g in cands if types[g] == types[f]}
+            cands = set(nbrs.get(known[0], none)).intersection(
+                *(nbrs.get(k, none) for k in known[1:])
+            )
+            cands = {g for g in cands - taken if types[g] == types[f]}
             if not cands:
                 return None
-            tau[f] = f if f in cands else min(cands)
-            taken.add(int(tau[f]))
+            image[f] = f if f in cands else min(cands)
+            taken.add(image[f])
         if len(rest) == len(open_):  # the rest is not connected to what moves: it stays put
             for f in rest:
-                tau[f] = f if f not in taken else -1
+                image[f] = f if f not in taken else -1
             break
         open_ = rest
-    return tau
+    return np.asarray(image, dtype=np.int64)
 
 
 def network_image(net: Network, tau: np.ndarray) -> np.ndarray | None:

@@ -122,8 +122,13 @@ class NodeGraph:
         """Hop counts from and to every member in two calls (a large switched server asks for
         one route per member)."""
         idx = [self.local[m] for m in self.members]
+        graph = self._graphs[False]
+        symmetric = (graph != graph.T).nnz == 0  # then "to" distances are "from" distances
         for to in (False, True):
-            graph = self._graphs[False]
+            if to and symmetric:
+                for i in idx:
+                    self._dist[(False, True, i)] = self._dist[(False, False, i)]
+                break
             rows = shortest_path(graph.T if to else graph, unweighted=True, indices=idx)
             for i, row in zip(idx, np.atleast_2d(rows), strict=True):
                 self._dist[(False, to, i)] = row

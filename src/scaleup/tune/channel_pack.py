@@ -72,6 +72,8 @@ class Shape:
         self._proved: dict[float, bool] = {}  # speeds searched to the end
         self._rotation: list[tuple[int, ...]] = []
         self._rotation_speed: list[float] = []
+        self._loads: dict[tuple[int, ...], Load] = {}
+        self._load_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         if graph.switched:
             self._rotate()
 
@@ -122,7 +124,15 @@ class Shape:
         return ()
 
     def load_of(self, path: Sequence[int]) -> Load:
-        """Every arc one channel along ``path`` loads, as fractions of its bytes."""
+        """Every arc one channel along ``path`` loads, as fractions of its bytes (kept per
+        path: the hops' loads never change, and rotated channels repeat one path)."""
+        key = tuple(path)
+        load = self._loads.get(key)
+        if load is None:
+            load = self._loads[key] = self._load_of(key)
+        return load
+
+    def _load_of(self, path: Sequence[int]) -> Load:
         parts = [self.head(path[0]), self.tail(path)]
         parts += [self.step(a, b) for a, b in itertools.pairwise(path)]
         if any(p is None for p in parts):
@@ -130,11 +140,23 @@ class Shape:
         return merge(*(p for p in parts if p is not None))
 
     def _totals(self, paths: Sequence[Sequence[int]]) -> np.ndarray:
+        """The arcs' loads summed over ``paths``, path by path (a load lists every arc once,
+        so adding its arrays at once adds what one entry at a time did)."""
         total = np.zeros(len(self._cap))
         for path in paths:
-            for arc, frac in self.load_of(path):
-                total[arc] += frac
+            arcs, fracs = self._arrays(tuple(path))
+            total[arcs] += fracs
         return total
+
+    def _arrays(self, path: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._load_arrays.get(path)
+        if hit is None:
+            load = self.load_of(path)
+            hit = self._load_arrays[path] = (
+                np.array([a for a, _ in load], dtype=np.int64),
+                np.array([f for _, f in load], dtype=np.float64),
+            )
+        return hit
 
     def speed_limit(self, paths: Sequence[Sequence[int]]) -> float:
         """The highest per-channel speed at which all ``paths`` fit together."""
@@ -152,8 +174,10 @@ class Shape:
         """Channel ``c`` runs ``c, c+1, ..., c-1`` (rings: all ``0 .. n-1``): the round ring's
         hops less the one into ``c``, plus entering at ``c`` and leaving from ``c-1``."""
         n = self.graph.n
-        hops = [self._vector(self.step(j, (j + 1) % n)) for j in range(n)] if n > 1 else []
-        ring = np.sum(hops, axis=0) if hops else np.zeros(len(self._cap))
+        hops = [self.step(j, (j + 1) % n) for j in range(n)] if n > 1 else []
+        ring = np.zeros(len(self._cap))
+        for hop in hops:  # one hop at a time, in order: np.sum(axis=0)'s sums, without n rows
+            ring += self._vector(hop)
         total = np.zeros(len(self._cap))
         for c in range(self.max_channels):
             path = tuple(range(n)) if self.kind == RING else tuple((c + i) % n for i in range(n))
@@ -162,7 +186,7 @@ class Shape:
                 break
             total += ring + sum(self._vector(p) for p in ends)
             if self.kind != RING and n > 1:
-                total -= hops[(c - 1) % n]
+                total -= self._vector(hops[(c - 1) % n])
             used = total > 0
             speed = float(np.min(self._cap[used] / total[used])) if used.any() else math.inf
             self._rotation.append(path)

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 from scipy.sparse.csgraph import shortest_path
 
 from scaleup import hardware
@@ -209,6 +208,8 @@ class _Fabric:
 def _solve(c: np.ndarray, a_ub: sparse.csr_array, b_ub: np.ndarray,
            a_eq: sparse.csr_array | None, b_eq: np.ndarray | None) -> float:  # fmt: skip
     """``min c.x`` s.t. ``a_ub x <= b_ub``, ``a_eq x = b_eq``, ``x >= 0``: the optimum."""
+    from scipy.optimize import linprog  # here: scipy.optimize costs ~0.3 s to import
+
     res = linprog(
         c,
         A_ub=a_ub,
