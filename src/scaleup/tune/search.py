@@ -6,7 +6,11 @@ question (topology, collective, group of ranks, dtype, redop, root) the compiled
 their timings, and the :class:`~scaleup.tune.checks.CheckedSet` of verified structures. Nothing
 lives at module level: drop the session and everything goes with it.
 
-Every enabled candidate (:func:`scaleup.tune.rules.candidates`) is *simulated*, so the choice is
+Which candidate is chosen is the request's ``selection``: ``nccl-model`` (the default) takes the
+(algorithm, protocol) NCCL's own cost model picks (:mod:`scaleup.tune.nccl_model`) on NCCL's
+channel count and simulates that one (:meth:`scaleup.tune.choose.SizePass.choose`), as NCCL
+does; ``fastest``, described below, and wherever NCCL's model does not apply. With ``fastest``
+every enabled candidate (:func:`scaleup.tune.rules.candidates`) is *simulated*, so the choice is
 never slower than another candidate the search knows. Schedules are built once per (algorithm,
 channels, chunks) at a reference count, checked in lanes (:mod:`scaleup.tune.checks`), compiled
 once and run under every protocol and size by scaling their counts (docs/models.md). The chosen
@@ -148,8 +152,17 @@ class TuneSession:
         cands = request.narrow(cands)
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
         trim = None if request.channels is not None else ChannelTrim.of(topology, ranks)
+        model = None
+        if request.selection == "nccl-model" and request.family == "nccl":
+            model = question.nccl_model()
         return SizePass(
-            question, cands, request.printed(question.nranks), {} if prune else None, msccl, trim
+            question,
+            cands,
+            request.printed(question.nranks),
+            {} if prune else None,
+            msccl,
+            trim,
+            model,
         )
 
 
