@@ -64,8 +64,10 @@ class SizePass:
         self.model = model
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
-        """The fastest candidate whose structure passes the exact check (see module); RCCL's
-        MSCCL algorithm instead where it takes the size (:mod:`scaleup.tune.msccl`)."""
+        """NCCL's own pick where the selection is ``nccl-model`` and its model covers the
+        candidates (:meth:`_nccl_pick`), else the fastest candidate whose structure passes the
+        exact check (see module); RCCL's MSCCL algorithm first where it takes the size
+        (:mod:`scaleup.tune.msccl`)."""
         forced = msccl_candidate(self.msccl, nbytes, count)
         if forced is not None:
             choice = self._forced(forced, nbytes, count)

@@ -1,4 +1,4 @@
-"""The search: a session that owns compiled schedules and picks the fastest candidate, explained.
+"""The search: a session that owns compiled schedules and picks a candidate, explained.
 
 A :class:`TuneSession` is the state of one tuning job (a ``scaleup bench`` call, a planner run):
 per topology its :class:`~scaleup.sim.Network` (routes, added as schedules are compiled), per
@@ -101,9 +101,10 @@ class TuneSession:
     def tune(
         self, topology: Topology, request: BenchRequest, *, group: Sequence[int] | None = None
     ) -> list[TunedChoice]:
-        """Every candidate simulated at every size of ``request``; the least time wins (ties:
-        first in candidate order). ``group``: the ranks (indices into the accelerators, in rank
-        order) instead of the first ``request.ranks``."""
+        """Every size of ``request`` tuned without pruning: with ``selection="fastest"`` every
+        candidate is simulated and the least time wins (ties: first in candidate order); with
+        ``nccl-model`` NCCL's pick is simulated (module docstring). ``group``: the ranks (indices
+        into the accelerators, in rank order) instead of the first ``request.ranks``."""
         search = self._search(topology, request, group, prune=False)
         return [search.choose(nbytes, count) for nbytes, _, count in search.printed]
 
