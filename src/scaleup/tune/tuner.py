@@ -8,6 +8,8 @@ calls. Many sizes at once: ``TuneSession().sweep(topology, BenchRequest(sizes_by
 
 from __future__ import annotations
 
+import dataclasses
+
 from scaleup.topology.model import Topology
 from scaleup.tune.request import BenchRequest
 from scaleup.tune.search import TunedChoice, TuneSession
@@ -78,6 +80,7 @@ def tune(
         protocol=proto,
         channels=channels,
         family=family,
-        **({} if selection is None else {"selection": selection}),
     )
+    if selection is not None:
+        request = dataclasses.replace(request, selection=selection)
     return (session or TuneSession()).tune(topology, request)[0]
