@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python bench/validate_calibration.py [MEASURED_CSV] [-o docs/validation.md]
     python bench/validate_calibration.py --system "p5" --system "A100"   # a quick subset
+    python bench/validate_calibration.py --select nccl-model -o /tmp/v.md  # NCCL's own pick
 
 MEASURED_CSV defaults to docs/calibration/measured.csv. ``--system TEXT`` (repeatable) keeps the
 systems whose name contains TEXT (case-insensitive), prints their rows and writes nothing: the
@@ -28,6 +29,7 @@ from calibration import (  # bench/calibration.py
     summarize,
     to_markdown,
 )
+from scaleup.tune.request import SELECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,11 +47,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TEXT",
         help="only systems whose name contains TEXT (repeatable); print rows, write nothing",
     )
+    parser.add_argument(
+        "--select",
+        choices=SELECTIONS,
+        default=None,
+        help="how the tuner picks (scaleup bench --select; default: the library's default)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.system:
-        return _subset(args.csv, [t.lower() for t in args.system], start)
-    comparisons = compare(load_measured(args.csv))
+        return _subset(args.csv, [t.lower() for t in args.system], start, args.select)
+    comparisons = compare(load_measured(args.csv), args.select)
     summary = summarize(comparisons)
     reads = [
         str(Path(x).relative_to(ROOT)) for x in package_reads_measured(ROOT / "src" / "scaleup")
@@ -84,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _subset(csv: str, wanted: list[str], start: float) -> int:
+def _subset(csv: str, wanted: list[str], start: float, select: str | None = None) -> int:
     """Simulate the rows of the systems matching ``wanted`` and print them (no document)."""
     rows = [r for r in load_measured(csv) if any(w in r.system.lower() for w in wanted)]
-    for c in compare(rows):
+    for c in compare(rows, select):
         if c.sim_time_us is None:
             continue
         size = "(none)" if c.row.bytes is None else str(c.row.bytes)

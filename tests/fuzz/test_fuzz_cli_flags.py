@@ -50,6 +50,7 @@ _BENCH = flag_args(
         "--proto": _choice("ll", "ll128", "simple"),
         "--channels": _NUMBER,
         "--tuner": _choice("nccl", "all"),
+        "--select": _choice("nccl-model", "fastest"),
         "--no-p2p": None,
         "--topology": _TOPOLOGY,
         "--json": None,

@@ -119,6 +119,12 @@ _OPTIONS: dict[str, Any] = {
     "tuner": typer.Option(
         None, "--tuner", help="Algorithms the tuner picks from: nccl (default)|all (adds ours)."
     ),
+    "select": typer.Option(
+        None,
+        "--select",
+        help="How the tuner picks: fastest (least simulated time) | nccl-model (NCCL's own "
+        "cost model, tuning.cc; then simulated).",
+    ),
     "no_p2p": typer.Option(False, "--no-p2p", help="Peer access off: stage through host memory."),
     "topology": typer.Option(
         None,
@@ -222,6 +228,7 @@ def bench_cmd(
     jobs: Path | None = _OPTIONS["jobs"],
     fail_links: list[str] | None = _OPTIONS["fail_links"],
     degrades: list[str] | None = _OPTIONS["degrades"],
+    select: str | None = _OPTIONS["select"],
 ) -> None:
     """Print nccl-tests' table for a collective on a simulated fabric (default: dgx-h100).
 
@@ -239,6 +246,7 @@ def bench_cmd(
                    explain, exact, os.environ, profile,
                    stragglers=tuple(straggler or ()), skew_us=tuple(skew_us or ()))  # fmt: skip
     flags = replace(flags, fail_links=tuple(fail_links or ()), degrades=tuple(degrades or ()))
+    flags = replace(flags, selection=select)
     if json_out and csv_out:
         raise UsageError("choose one of --json and --csv", source="--json/--csv")
     if jobs is not None:

@@ -124,6 +124,22 @@ def _lp_line(lp: LpBound | None) -> list[str]:
     return [line] + ([f"#     ({lp.note})"] if lp.note else [])
 
 
+def _model_lines(e: Explanation) -> list[str]:
+    """NCCL's own predictions, where the choice is its model's (``--select nccl-model``)."""
+    if not e.predicted:
+        return []
+    ranked = sorted(e.predicted, key=lambda p: p[2])
+    cells = [
+        f"{'*' if (a, p) == (e.algorithm, e.protocol) else ''}{a}/{p} {t * 1e6:.1f} us"
+        for a, p, t in ranked
+    ]
+    return [
+        "#   picked as NCCL's cost model picks (tuning.cc ncclTopoGetAlgoTime; "
+        "--select nccl-model), its predicted times:",
+        "#     " + ", ".join(cells),
+    ]
+
+
 def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:
     """The heading of one size's block and its lines after the table (by hand, channels)."""
     e = explanation
@@ -133,7 +149,7 @@ def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:
         f"{e.time_s * 1e6:.2f} us ({e.verification}); {len(e.candidates)} candidates"
     )
     chosen = e.chosen
-    tail = [_by_hand(chosen), *_lp_line(e.lp_bound)]
+    tail = [_by_hand(chosen), *_lp_line(e.lp_bound), *_model_lines(e)]
     tail.append(f"#   channels of {e.algorithm}/{e.protocol}/{e.channels}:")
     tail += [f"#     ch {p.channel}: {p.text()}" for p in chosen.channel_paths]
     return head, tail

@@ -59,6 +59,7 @@ FLAG_OF = {
     "protocol": "--proto",
     "channels": "--channels",
     "family": "--tuner",
+    "selection": "--select",
     "runtime": "--runtime",
     "algorithms": "NCCL_ALGO",
     "protocols": "NCCL_PROTO",
@@ -189,6 +190,7 @@ class BenchFlags:
     skew_us: tuple[str, ...] = ()  # --skew-us RANK=US, as typed
     fail_links: tuple[str, ...] = ()  # --fail-link A-B, each applied to every fabric
     degrades: tuple[str, ...] = ()  # --degrade A-B=F, each applied to every fabric
+    selection: str | None = None  # --select fastest|nccl-model (None: the library's default)
 
 
 def _rank_numbers(items: tuple[str, ...], flag: str, rule: str, least: float) -> dict[int, float]:
@@ -293,6 +295,7 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
             protocols=nccl.protocols,
             min_channels=nccl.min_channels,
             max_channels=nccl.max_channels,
+            **({} if flags.selection is None else {"selection": flags.selection}),
         )
     return request, args
 
@@ -312,6 +315,7 @@ def check_mode(flags: BenchFlags) -> None:
         "--proto": flags.proto is not None,
         "--channels": flags.channels is not None,
         "--tuner": flags.tuner is not None,
+        "--select": flags.selection is not None,
         "--no-p2p": flags.no_p2p,
         "--explain": flags.explain,
         "--exact": flags.exact,

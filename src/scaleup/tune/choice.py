@@ -28,6 +28,11 @@ class TunedChoice:
     result: SimResult
     verification: str
     considered: tuple[tuple[Candidate, float], ...] = field(default=(), repr=False, compare=False)
+    #: how it was picked (:data:`scaleup.tune.request.SELECTIONS`)
+    selection: str = field(default="fastest", compare=False)
+    #: NCCL's predicted time (s) of every (algorithm, protocol) its model fills, where the
+    #: selection was ``nccl-model`` (:func:`scaleup.tune.nccl_model.cost_table`)
+    predicted: tuple[tuple[str, str, float], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def candidate(self) -> Candidate:
@@ -43,4 +48,9 @@ class TunedChoice:
             lines.append(
                 f"{mark} {cand.algorithm}/{cand.protocol}/{cand.channels}: {time_s * 1e6:.2f} us"
             )
+        if self.predicted:
+            lines.append("NCCL's model (tuning.cc), least first:")
+            for algo, proto, time_s in sorted(self.predicted, key=lambda p: p[2]):
+                mark = "*" if (algo, proto) == (self.algorithm, self.protocol) else " "
+                lines.append(f"{mark} {algo}/{proto}: {time_s * 1e6:.2f} us")
         return "\n".join(lines)

@@ -14,6 +14,8 @@ from scaleup.errors import SimulationError
 from scaleup.sim import CompiledSchedule
 from scaleup.tune.choice import TunedChoice
 from scaleup.tune.msccl import MscclRange, msccl_candidate
+from scaleup.tune.nccl_inputs import nvls_channels
+from scaleup.tune.nccl_model import ALGO_ORDER, PROTO_ORDER, ModelInputs, cost_table
 from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.p2p_rule import P2pRule
 from scaleup.tune.question import Question, Timed
@@ -50,6 +52,7 @@ class SizePass:
         msccl: Sequence[MscclRange] = (),
         trim: ChannelTrim | None = None,
         p2p: P2pRule | None = None,
+        model: ModelInputs | None = None,
     ) -> None:
         self.question = question
         self.cands = cands
@@ -61,15 +64,23 @@ class SizePass:
         self.trim = trim
         #: NCCL's p2p rule (:mod:`scaleup.tune.p2p_rule`): one ruled candidate per size
         self.p2p = p2p
+        #: NCCL's view of the group where the selection is ``nccl-model`` (else None)
+        self.model = model
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
-        """The fastest candidate whose structure passes the exact check (see module); RCCL's
-        MSCCL algorithm instead where it takes the size (:mod:`scaleup.tune.msccl`)."""
+        """NCCL's own pick where the selection is ``nccl-model`` and its model covers the
+        candidates (:meth:`_nccl_pick`), else the fastest candidate whose structure passes the
+        exact check (see module); RCCL's MSCCL algorithm first where it takes the size
+        (:mod:`scaleup.tune.msccl`)."""
         forced = msccl_candidate(self.msccl, nbytes, count)
         if forced is not None:
             choice = self._forced(forced, nbytes, count)
             if choice is not None:
                 return choice
+        if self.model is not None:
+            picked = self._nccl_pick(nbytes, count)
+            if picked is not None:
+                return picked
         while True:
             cand, timed, considered = self._fastest(nbytes, count)
             verdict = self.question.confirm(cand, timed.chunks)
@@ -97,6 +108,57 @@ class SizePass:
             cand.algorithm, cand.protocol, cand.channels, timed.chunks, timed.time_s,
             timed.result, verdict, ((cand, timed.time_s),),
         )  # fmt: skip
+
+    def _nccl_pick(self, nbytes: int, count: int) -> TunedChoice | None:
+        """NCCL's own pick (``selection="nccl-model"``): the enabled (algorithm, protocol) of
+        least time in NCCL's cost model (:mod:`scaleup.tune.nccl_model`; ties to NCCL's order),
+        on the channel count NCCL runs it with (:meth:`_nccl_channels`), simulated; the next in
+        the model's order where one cannot run here; None where the model covers no candidate
+        (the fastest simulated is then taken). Explaining also simulates the other candidates."""
+        assert self.model is not None  # noqa: S101 - the caller checks
+        pairs = {(c.algorithm, c.protocol) for c in self.cands if c.algorithm in ALGO_ORDER}
+        table = cost_table(self.model, self.question.collective, nbytes, sorted(pairs))
+        if not table:
+            return None
+        predicted = tuple((a, p, t * 1e-6) for (a, p), t in table.items())
+        if self.question.session.observer is not None:
+            self._fastest(nbytes, count)  # every candidate's outcome, for the explanation
+        ranked = sorted(
+            table, key=lambda ap: (table[ap], ALGO_ORDER.index(ap[0]), PROTO_ORDER.index(ap[1]))
+        )
+        for algo, proto in ranked:
+            cand = self._nccl_channels(algo, proto, nbytes)
+            if cand is None:
+                continue
+            timed = self.question.simulate(cand, nbytes, count)
+            self._observe(nbytes, count, cand, timed)
+            verdict = None if timed is None else self.question.confirm(cand, timed.chunks)
+            if timed is None or verdict is None:
+                continue
+            return TunedChoice(
+                cand.algorithm, cand.protocol, cand.channels, timed.chunks, timed.time_s,
+                timed.result, verdict, ((cand, timed.time_s),), "nccl-model", predicted,
+            )  # fmt: skip
+        return None
+
+    def _nccl_channels(self, algo: str, proto: str, nbytes: int) -> Candidate | None:
+        """The candidate of (``algo``, ``proto``) on NCCL's channel count: ``comm->nChannels``
+        for ring and tree, ``comm->nvlsChannels`` for NVLS (:mod:`scaleup.tune.nccl_inputs`),
+        as the largest candidate count not above it (else the least), then trimmed to the size
+        as ``topoGetAlgoInfo`` trims it (:mod:`scaleup.tune.size_channels`)."""
+        assert self.model is not None  # noqa: S101 - the caller checks
+        counts = sorted(
+            c.channels for c in self.cands if (c.algorithm, c.protocol) == (algo, proto)
+        )
+        if not counts:
+            return None
+        if algo in ("nvls", "nvls_tree"):
+            target = nvls_channels(self.model, algo)
+        else:
+            target = self.model.comm_channels
+        fitting = [c for c in counts if c <= target]
+        cand = Candidate(algo, proto, fitting[-1] if fitting else counts[0])
+        return cand if self.trim is None else self.trim.trim(cand, nbytes)
 
     def _at_size(self, nbytes: int) -> list[Candidate]:
         """The candidates with the channels the library gives them at ``nbytes``

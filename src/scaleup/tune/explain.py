@@ -131,6 +131,10 @@ class Explanation:
     verification: str
     candidates: tuple[CandidateTiming, ...]
     lp_bound: LpBound | None = None
+    #: how the choice was made (``fastest`` or ``nccl-model``) and, for ``nccl-model``, NCCL's
+    #: predicted time (s) of every (algorithm, protocol) its model fills
+    selection: str = "fastest"
+    predicted: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def chosen(self) -> CandidateTiming:
@@ -199,7 +203,7 @@ def explain_choice(
     return Explanation(
         topology, outcomes[0].collective if outcomes else "", nranks, nbytes, count, dtype,
         choice.algorithm, choice.protocol, choice.channels, choice.chunks, choice.time_s,
-        choice.verification, tuple(timings),
+        choice.verification, tuple(timings), None, choice.selection, choice.predicted,
     )  # fmt: skip
 
 

@@ -21,6 +21,8 @@ from scaleup.sim.pattern import RingPattern
 from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
 from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPS
+from scaleup.tune.nccl_inputs import model_inputs
+from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
 
@@ -74,6 +76,7 @@ class Question:
         self._fabric: GroupFabric | None = None
         self._bounds: dict[tuple[Candidate, int], float] = {}
         self._params: dict[tuple[str, int], dict[str, Any]] = {}
+        self._nccl_model: tuple[ModelInputs | None] | None = None
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
@@ -218,6 +221,13 @@ class Question:
             return None
         timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)
         return timed
+
+    def nccl_model(self) -> ModelInputs | None:
+        """NCCL's cost-model inputs for this group (:func:`scaleup.tune.nccl_inputs.
+        model_inputs`), once; None where NCCL's model does not apply (RCCL, other parts)."""
+        if self._nccl_model is None:
+            self._nccl_model = (model_inputs(self.topology, self.group, self.shape),)
+        return self._nccl_model[0]
 
     @property
     def fabric(self) -> GroupFabric:

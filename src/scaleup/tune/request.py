@@ -39,6 +39,7 @@ __all__ = [
     "QUICKSTART_SIZES",
     "REDUCING",
     "ROOTED",
+    "SELECTIONS",
     "BenchRequest",
     "nccl_sizes",
 ]
@@ -50,6 +51,9 @@ REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 #: nccl-tests' reductions (``-o``): the spec's plus ``avg``, which NCCL runs as a sum with a
 #: local scale (``ncclDevPreMulSum`` on floats, ``ncclDevSumPostDiv`` on integers).
 BENCH_REDOPS = (*REDOPS, "avg")
+#: How the tuner picks (:attr:`BenchRequest.selection`): by simulated time, or as NCCL's cost
+#: model does.
+SELECTIONS = ("fastest", "nccl-model")
 #: Safety cap on the number of sizes of one sweep.
 MAX_SIZES = 4096
 
@@ -122,6 +126,13 @@ class BenchRequest:
         clamped into. The pins above take precedence.
     family
         Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
+    selection
+        How the tuner picks among them (:data:`SELECTIONS`): ``nccl-model`` (the default)
+        picks the (algorithm, protocol) of least time in NCCL's own cost model
+        (:mod:`scaleup.tune.nccl_model`), as NCCL does, and simulates that pick on NCCL's
+        channel count; where NCCL's model does not apply (RCCL, ``family="all"``, collectives
+        and algorithms NCCL does not model) it falls back to ``fastest``, which simulates every
+        candidate and keeps the least time.
     """
 
     op: str = "all_reduce"
@@ -138,6 +149,7 @@ class BenchRequest:
     protocols: frozenset[str] | None = None
     min_channels: int | None = None
     max_channels: int | None = None
+    selection: str = "nccl-model"
 
     @property
     def pinned(self) -> bool:
@@ -184,6 +196,7 @@ class BenchRequest:
         if self.channels is not None:
             check_at_most(self.channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
         check_family(self.family)
+        _known(self.selection, SELECTIONS, "selection", "selection")
         self._check_narrowing()
 
     def _check_narrowing(self) -> None:

@@ -1,4 +1,4 @@
-"""The search: a session that owns compiled schedules and picks the fastest candidate, explained.
+"""The search: a session that owns compiled schedules and picks a candidate, explained.
 
 A :class:`TuneSession` is the state of one tuning job (a ``scaleup bench`` call, a planner run):
 per topology its :class:`~scaleup.sim.Network` (routes, added as schedules are compiled), per
@@ -6,7 +6,11 @@ question (topology, collective, group of ranks, dtype, redop, root) the compiled
 their timings, and the :class:`~scaleup.tune.checks.CheckedSet` of verified structures. Nothing
 lives at module level: drop the session and everything goes with it.
 
-Every enabled candidate (:func:`scaleup.tune.rules.candidates`) is *simulated*, so the choice is
+Which candidate is chosen is the request's ``selection``: ``nccl-model`` (the default) takes the
+(algorithm, protocol) NCCL's own cost model picks (:mod:`scaleup.tune.nccl_model`) on NCCL's
+channel count and simulates that one (:meth:`scaleup.tune.choose.SizePass.choose`), as NCCL
+does; ``fastest``, described below, and wherever NCCL's model does not apply. With ``fastest``
+every enabled candidate (:func:`scaleup.tune.rules.candidates`) is *simulated*, so the choice is
 never slower than another candidate the search knows. Schedules are built once per (algorithm,
 channels, chunks) at a reference count, checked in lanes (:mod:`scaleup.tune.checks`), compiled
 once and run under every protocol and size by scaling their counts (docs/models.md). The chosen
@@ -98,9 +102,10 @@ class TuneSession:
     def tune(
         self, topology: Topology, request: BenchRequest, *, group: Sequence[int] | None = None
     ) -> list[TunedChoice]:
-        """Every candidate simulated at every size of ``request``; the least time wins (ties:
-        first in candidate order). ``group``: the ranks (indices into the accelerators, in rank
-        order) instead of the first ``request.ranks``."""
+        """Every size of ``request`` tuned without pruning: with ``selection="fastest"`` every
+        candidate is simulated and the least time wins (ties: first in candidate order); with
+        ``nccl-model`` NCCL's pick is simulated (module docstring). ``group``: the ranks (indices
+        into the accelerators, in rank order) instead of the first ``request.ranks``."""
         search = self._search(topology, request, group, prune=False)
         return [search.choose(nbytes, count) for nbytes, _, count in search.printed]
 
@@ -150,10 +155,19 @@ class TuneSession:
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
         trim = None if request.channels is not None else ChannelTrim.of(topology, ranks)
         p2p = P2pRule.of(topology, ranks) if _p2p_ruled(request) else None
+        model = None
+        if request.selection == "nccl-model" and request.family == "nccl":
+            model = question.nccl_model()
         return SizePass(
-            question, cands, request.printed(question.nranks), {} if prune else None, msccl, trim,
-            p2p,
-        )  # fmt: skip
+            question,
+            cands,
+            request.printed(question.nranks),
+            {} if prune else None,
+            msccl,
+            trim,
+            p2p=p2p,
+            model=model,
+        )
 
 
 def _p2p_ruled(request: BenchRequest) -> bool:

@@ -8,6 +8,8 @@ calls. Many sizes at once: ``TuneSession().sweep(topology, BenchRequest(sizes_by
 
 from __future__ import annotations
 
+import dataclasses
+
 from scaleup.topology.model import Topology
 from scaleup.tune.request import BenchRequest
 from scaleup.tune.search import TunedChoice, TuneSession
@@ -29,6 +31,7 @@ def tune(
     root: int = 0,
     family: str = "nccl",
     session: TuneSession | None = None,
+    selection: str | None = None,
 ) -> TunedChoice:
     """The fastest enabled (algorithm, protocol, channels) for one collective at one size.
 
@@ -50,11 +53,15 @@ def tune(
         ``nccl`` (NCCL's algorithms, the default) or ``all`` (also direct and recursive).
     session
         The session to tune in (default a new one).
+    selection
+        ``nccl-model`` (the default: NCCL's own cost model picks, the pick is simulated) or
+        ``fastest`` (every enabled candidate simulated, the least time wins; ties: first in
+        candidate order); :attr:`~scaleup.tune.request.BenchRequest.selection`.
 
     Returns
     -------
     TunedChoice
-        Every enabled candidate is simulated; the least time wins (ties: first in candidate order).
+        The choice, simulated.
 
     Examples
     --------
@@ -74,4 +81,6 @@ def tune(
         channels=channels,
         family=family,
     )
+    if selection is not None:
+        request = dataclasses.replace(request, selection=selection)
     return (session or TuneSession()).tune(topology, request)[0]
