@@ -24,7 +24,19 @@ def _variants(algorithm: str, n: int) -> list[dict]:
         return [{"shot": 1}, {"shot": 2}]
     if algorithm == "ring":
         return [{}, {"bidirectional": True}]
+    if algorithm == "torus":  # one ring, and a grid of n's prime factors (2x2x2, 2x3x4 ...)
+        return [{}, {"dims": _factors(n)}, {"dims": _factors(n), "bidirectional": False}]
     return [{}]
+
+
+def _factors(n: int) -> list[int]:
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out or [1]
 
 
 def _op_equivalents(schedule) -> float:

@@ -16,7 +16,9 @@ onto the algorithm builders' parameters:
   lines 43-62, links every rank of a tree channel to the previous and next rank of the tree
   graph's intra-node order, ``tree.up = treeIntra[i-1]``, ``tree.down[0] = treeIntra[i+1]``, and
   the double binary tree of src/graph/trees.cc spans nodes, so one node adds nothing to it); the
-  hierarchical algorithm's intra-node ring is a searched ring of one server.
+  hierarchical algorithm's intra-node ring is a searched ring of one server; the torus
+  algorithm's ``dims`` are the fabric's grid (:func:`torus_group`) and its channel counts
+  :func:`torus_channel_counts`.
 
 Every search is capped at :data:`CHANNEL_BW_CAP` per channel: NCCL tries per-channel speeds from
 a descending array whose first entry on sm90 is 60 GB/s (``sm90SpeedArrayIntra`` in
@@ -36,10 +38,14 @@ from scaleup.sim import params as P
 from scaleup.sim.protocols import LIBRARIES, library_for
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
+from scaleup.topology.torus import TorusTopology
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import search_rings, search_trees
 
-__all__ = ["CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts", "uses_chains"]
+__all__ = [
+    "CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts", "torus_channel_counts",
+    "torus_group", "uses_chains",
+]  # fmt: skip
 
 #: NCCL_MAX_NCHANNELS-like cap on the channel counts tried.
 MAX_CHANNELS = 32
@@ -71,6 +77,41 @@ def channel_counts(
     return tuple(sorted(counts))
 
 
+def torus_group(topology: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...] | None:
+    """The grid ``dims`` of a :class:`~scaleup.topology.torus.TorusTopology` when the group is
+    the whole torus in rank order (``ranks`` None or ``0..n-1``), else None: only then is rank
+    ``x + k0 * (y + ...)`` the chip at ``(x, y, ...)``, as the torus algorithm lays ranks out.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> torus_group(resolve_topology("trn2-16")), torus_group(resolve_topology("trn2-16"), [0, 1])
+    ((4, 4), None)
+    >>> torus_group(resolve_topology("dgx-h100")) is None
+    True
+    """
+    if not isinstance(topology, TorusTopology) or not topology.dims:
+        return None
+    n = len(topology.accelerators)
+    if ranks is not None and tuple(int(r) for r in ranks) != tuple(range(n)):
+        return None
+    return tuple(topology.dims)
+
+
+def torus_channel_counts(dims: Sequence[int], counts: Sequence[int]) -> tuple[int, ...]:
+    """Channel counts tried for the torus algorithm on a grid of ``dims``: ``counts`` (those of
+    every algorithm) and ``2 D``, ``4 D``, ``8 D`` ... up to :data:`MAX_CHANNELS`, ``D`` the
+    dimensions of size > 1: with ``2 D`` lanes every (dimension order, direction) pair of
+    :func:`~scaleup.collectives.algorithms.torus.lane_plan` has a lane, so every directed link
+    of a chip is busy, and the multiples spread a chip's egress over more channels than one
+    channel's cap (:data:`~scaleup.sim.params.CTA_BYTES_PER_S`) carries.
+
+    >>> torus_channel_counts((4, 4, 4), (1, 2, 4)), torus_channel_counts((4, 4), (1, 2, 4))
+    ((1, 2, 4, 6, 12, 24), (1, 2, 4, 8, 16, 32))
+    """
+    lanes = 2 * max(1, sum(1 for k in dims if k > 1))
+    extra = {lanes << i for i in range(MAX_CHANNELS.bit_length()) if lanes << i <= MAX_CHANNELS}
+    return tuple(sorted(set(counts) | extra))
+
+
 @dataclass(frozen=True)
 class GroupShape:
     """The channel plans of one group of ranks on one topology, and the builder parameters
@@ -81,7 +122,8 @@ class GroupShape:
     on one server, and the tree builder keeps its binary trees over the ranks); ``local_rings``:
     the rings of one server's ranks, for the hierarchical algorithm's intra-node phase (None
     when the group is not whole servers of ``ranks_per_node`` consecutive ranks); ``counts``:
-    :func:`channel_counts` of ``rings``.
+    :func:`channel_counts` of ``rings``; ``torus_dims``: the grid when the group is a whole
+    torus (:func:`torus_group`), else None.
     """
 
     nranks: int
@@ -90,6 +132,7 @@ class GroupShape:
     trees: ChannelPlan | None
     local_rings: ChannelPlan | None
     counts: tuple[int, ...]
+    torus_dims: tuple[int, ...] | None = None
     #: the group spans more than one server (NCCL's nNodes > 1: its p2p channel bases)
     multi_node: bool = False
 
@@ -110,7 +153,8 @@ class GroupShape:
         trees = _searched(search_trees, topology, ranks) if uses_chains(topology, ranks) else None
         local = _searched(search_rings, topology, group[:g]) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
-        return cls(len(group), g, rings, trees, local, counts, multi)
+        torus = torus_group(topology, ranks)
+        return cls(len(group), g, rings, trees, local, counts, torus, multi)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
@@ -132,6 +176,8 @@ class GroupShape:
             return out
         if algorithm == "direct":  # ncclP2pChannelBaseForRound: a base per round on one node
             return {"p2p_base": "group" if self.multi_node else "round"}
+        if algorithm == "torus" and self.torus_dims is not None:
+            return {"dims": list(self.torus_dims)}
         return {}
 
 

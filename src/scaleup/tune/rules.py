@@ -15,6 +15,14 @@ The enable rules applied here (prior-art §4.3):
 - ``ll128`` only on NVLink-class paths (NCCL enables it up to NVB intra-node paths, never over
   PCIe-only or host-staged paths);
 - ``hierarchical`` only when the ranks span more than one server;
+- ``torus`` (rings along each dimension of a grid) only on a
+  :class:`~scaleup.topology.torus.TorusTopology` whose whole torus is the group, in rank order
+  (:func:`~scaleup.tune.channels.torus_group`: the builder's ``dims`` are the fabric's). It is
+  not NCCL's, so under the ``nccl`` family it is kept only where the accelerators' vendor ships
+  no NCCL or RCCL (:data:`~scaleup.sim.protocols.LIBRARIES`: TPUs and Trainium, catalog vendor
+  ``generic``), whose own libraries (XLA on ICI, Neuron collectives) run per-dimension rings;
+  its channel counts add ``2 D``, ``4 D`` ... (:func:`~scaleup.tune.channels.torus_channel_counts`)
+  so that every directed link of a chip carries a lane;
 - ``ring``, ``tree``, ``direct``, ``recursive`` and the other registered algorithms wherever the
   algorithm library supports the collective and the world size;
 - channel counts from :func:`scaleup.tune.channels.channel_counts` (the channel search's count,
@@ -30,11 +38,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scaleup import hardware
 from scaleup.collectives.algorithms import algorithms_for
 from scaleup.errors import UsageError
+from scaleup.sim.protocols import LIBRARIES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
-from scaleup.tune.channels import channel_counts
+from scaleup.tune.channels import channel_counts, torus_channel_counts, torus_group
 from scaleup.tune.nvls import nvls_disabled, server_block
 
 __all__ = [
@@ -149,7 +159,8 @@ def enabled_algorithms(
 
     ``family="nccl"`` (default) keeps the algorithms NCCL has (:data:`NCCL_ALGORITHMS`), so the
     tuner predicts what nccl-tests prints; ``"all"`` adds ours (direct, recursive), which NCCL
-    does not implement for these collectives.
+    does not implement for these collectives. ``torus`` stays under ``"nccl"`` where the
+    accelerators' vendor has no NCCL/RCCL library (:func:`_vendor_library_free`).
     """
     check_family(family)
     multi_node = len(set(analysis.rank_nodes(topology, ranks))) > 1
@@ -164,6 +175,8 @@ def enabled_algorithms(
     if family == "all":
         return out
     allowed = NCCL_BY_COLLECTIVE.get(collective, NCCL_ALGORITHMS)
+    if "torus" in out and _vendor_library_free(topology, ranks):
+        allowed = allowed | {"torus"}
     nccl = [a for a in out if a in allowed]
     return nccl or out  # all_to_all / send_recv: NCCL's p2p pairwise exchange is our direct
 
@@ -179,8 +192,17 @@ def _fabric_allows(
         return blocks and analysis.nvls_tree_capable(topology, ranks)
     if name == "hierarchical":
         return multi_node
-    # torus needs dims= matching the fabric: chosen by hand (--algo torus), never tuned
-    return name != "torus"
+    if name == "torus":  # dims= the fabric's grid: the whole torus, in rank order
+        return torus_group(topology, ranks) is not None
+    return True
+
+
+def _vendor_library_free(topology: Topology, ranks: Sequence[int] | None) -> bool:
+    """Whether no accelerator of the group comes from a vendor with an NCCL-family library
+    (:data:`~scaleup.sim.protocols.LIBRARIES`): their collectives are not NCCL's."""
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    return all(str(hardware.accelerator(a.type).vendor) not in LIBRARIES for a in chosen)
 
 
 def enabled_protocols(
@@ -218,17 +240,22 @@ def candidates(
     switch does, NCCL's channel floor) hold even for an override: NCCL finds no algorithm then,
     and so a :class:`~scaleup.errors.UsageError` says why.
     ``counts``: the channel counts to try (a session passes its searched plan's), else
-    :func:`~scaleup.tune.channels.channel_counts` searched here.
+    :func:`~scaleup.tune.channels.channel_counts` searched here; the torus algorithm on a whole
+    torus tries :func:`~scaleup.tune.channels.torus_channel_counts` of them (``NCCL_MIN/
+    MAX_NCHANNELS`` do not bound the counts it adds: it is enabled only where NCCL is not the
+    library).
     """
     algos = [algo] if algo is not None else enabled_algorithms(topology, collective, ranks, family)
     if channels is not None:
         counts = (channels,)
     elif counts is None:
         counts = channel_counts(topology, ranks)
+    grid = torus_group(topology, ranks) if channels is None else None
     out: list[Candidate] = []
     for a in algos:
         protos = [proto] if proto is not None else enabled_protocols(topology, a, ranks)
-        out.extend(Candidate(a, p, c) for p in protos for c in counts)
+        tried = torus_channel_counts(grid, counts) if a == "torus" and grid else counts
+        out.extend(Candidate(a, p, c) for p in protos for c in tried)
     return _runnable(topology, collective, ranks, out, dtype=dtype, redop=redop, family=family)
 
 

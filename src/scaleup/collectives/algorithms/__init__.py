@@ -158,7 +158,7 @@ _register(
 _register(
     Algorithm(
         "torus",
-        "a ring per torus dimension: reduce-scatter along dims 0, 1, ..., all-gather in reverse",
+        "a ring per torus dimension, lanes in rotated orders and both directions",
         torus.BUILDERS,
         torus.PARAMS,
         torus.normalise,

@@ -20,9 +20,12 @@ for world sizes 1..32 by ``tests/collectives/test_estimate.py``), tight within a
 ``6 n (r + n/r) + n``  hierarchical with ``r`` ranks per node: rings inside and across nodes
 ``h (n/r) (r + 3)``     NVLS-Tree, ``h`` heads of ``r`` ranks per node: a reduction of ``r``
                     sources and a multicast to ``r`` per server and head, two tree hops
+``n (3 s + 1)``     torus, ``s = sum(k_d - 1)``: per rank one reduce and one copy per step
+                    and at most ``s`` input copies
 ==================  =====================================================================
 
-A ``bidirectional`` ring runs every lane both ways round: twice the ops.
+A ``bidirectional`` ring runs every lane both ways round: twice the ops (a bidirectional torus
+only turns some lanes round: the same ops).
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ def _nvls_tree(n: int, params: Mapping[str, Any]) -> int:
     return heads * -(-n // per_node) * (per_node + 3)
 
 
+def _torus(n: int, params: Mapping[str, Any]) -> int:
+    steps = sum(int(k) - 1 for k in params.get("dims") or (n,))
+    return n * (3 * steps + 1)
+
+
 _CHAINS = {"broadcast": _linear, "reduce": _linear, "send_recv": _linear}
 
 #: algorithm -> collective -> op-equivalents of one lane; ``"*"`` for the other collectives.
@@ -88,7 +96,7 @@ PER_LANE: dict[str, dict[str, PerLane]] = {
     "nvls": {"*": _multicast, "broadcast": _fan, "reduce": _fan},
     "hierarchical": {"*": _hierarchical},
     "nvls_tree": {"*": _nvls_tree},
-    "torus": {"*": _quadratic},
+    "torus": {"*": _torus},
 }
 
 
@@ -108,7 +116,7 @@ def estimate_ops(algorithm: str, spec: CollectiveSpec, params: Mapping[str, Any]
     table = PER_LANE.get(algorithm, {})
     per_lane = table.get(spec.collective, table.get("*", _quadratic))
     lanes = int(params.get("channels", 1)) * int(params.get("chunks", 1))
-    if params.get("bidirectional"):
+    if algorithm == "ring" and params.get("bidirectional"):
         lanes *= 2
     return lanes * per_lane(n, params)
 
