@@ -34,6 +34,7 @@ rule in :mod:`~scaleup.tune.choose`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from scaleup.errors import UsageError
@@ -154,6 +155,9 @@ class TuneSession:
         cands = request.narrow(cands)
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
         trim = None if request.channels is not None else ChannelTrim.of(topology, ranks)
+        if trim is not None:  # nvlsChannels within [minCTAs, maxCTAs] (nvls.cc line 235)
+            nvls = request.clamp_counts((trim.nvls_channels,))[0]
+            trim = dataclasses.replace(trim, nvls_channels=nvls)
         p2p = P2pRule.of(topology, ranks) if _p2p_ruled(request) else None
         model = None
         if request.selection == "nccl-model" and request.family == "nccl":
