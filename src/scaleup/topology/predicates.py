@@ -14,6 +14,7 @@ from scaleup.topology.model import Channel, Device, NodeKind, Topology
 
 __all__ = [
     "is_full_mesh",
+    "is_scale_up_link",
     "links_per_accelerator",
     "nvlink_class",
     "nvls_capable",
@@ -53,14 +54,14 @@ def nvls_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
     if len({d.node for d in devices}) > 1:
         return False
     for channels in _channels_out(t, devices).values():
-        ends = [t.device(c.dst) for c in channels if _scale_up(c.tech)]
+        ends = [t.device(c.dst) for c in channels if is_scale_up_link(c.tech)]
         specs = [hardware.switch_chip(d.type) for d in ends if d.kind is NodeKind.SWITCH]
         if not specs or not all(s.in_switch_reduction for s in specs):
             return False
     return True
 
 
-def _scale_up(tech: str) -> bool:
+def is_scale_up_link(tech: str) -> bool:
     """Whether a link technology is a scale-up link (the catalog's scope; NVLink-family links
     count whatever their scope, as NVLink SHARP did before scopes were consulted)."""
     link = hardware.link_tech(tech)

@@ -47,6 +47,7 @@ from scaleup import hardware
 from scaleup.collectives.algorithms.direct import PARAMS as DIRECT_PARAMS
 from scaleup.sim.protocols import library_for
 from scaleup.topology.model import NodeKind, Topology
+from scaleup.topology.predicates import is_scale_up_link
 from scaleup.tune.rules import Candidate
 
 __all__ = ["P2P_COLLECTIVES", "P2P_LL_THRESHOLD_BYTES", "P2pRule"]
@@ -197,9 +198,9 @@ class _Links:
             if c.src in member:
                 if dst.kind is NodeKind.NIC:
                     self.nic_ids[c.src].append(c.dst)
-                elif _scale_up(c.tech) and dst.kind is NodeKind.ACCELERATOR:
+                elif is_scale_up_link(c.tech) and dst.kind is NodeKind.ACCELERATOR:
                     self.direct[c.src][c.dst] = self.direct[c.src].get(c.dst, 0) + c.count
-                elif _scale_up(c.tech) and dst.kind is NodeKind.SWITCH:
+                elif is_scale_up_link(c.tech) and dst.kind is NodeKind.SWITCH:
                     self.switch_links[c.src] += c.count
             elif src.kind is NodeKind.NIC and dst.kind is NodeKind.SWITCH:
                 self.nic_bw[c.src] = max(self.nic_bw.get(c.src, 0.0), c.bandwidth_bytes_per_s)
@@ -271,9 +272,3 @@ class _Links:
 
 def _min(a: int | None, b: int) -> int:
     return b if a is None else min(a, b)
-
-
-def _scale_up(tech: str) -> bool:
-    """A scale-up link (the catalog's scope; NVLink-family links whatever their scope)."""
-    link = hardware.link_tech(tech)
-    return str(link.scope) == "scale-up" or str(link.family) == "nvlink"
