@@ -134,7 +134,7 @@ def _model_lines(e: Explanation) -> list[str]:
         for a, p, t in ranked
     ]
     return [
-        "#   picked as NCCL's cost model picks (tuning.cc ncclTopoGetAlgoTime; "
+        f"#   picked as {e.model}'s cost model picks (tuning.cc ncclTopoGetAlgoTime; "
         "--select nccl-model), its predicted times:",
         "#     " + ", ".join(cells),
     ]
