@@ -125,7 +125,8 @@ def _lp_line(lp: LpBound | None) -> list[str]:
 
 
 def _model_lines(e: Explanation) -> list[str]:
-    """NCCL's own predictions, where the choice is its model's (``--select nccl-model``)."""
+    """The library's own predictions (NCCL's, RCCL's on AMD nodes), where the choice is its
+    model's (``--select nccl-model``)."""
     if not e.predicted:
         return []
     ranked = sorted(e.predicted, key=lambda p: p[2])
