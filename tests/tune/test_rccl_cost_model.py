@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from scaleup.errors import UsageError
 from scaleup.topology import resolve_topology
 from scaleup.tune import BenchRequest, TuneSession
 from scaleup.tune.nccl_inputs import model_inputs
@@ -102,12 +103,29 @@ def test_mi250x_pivot_rule() -> None:
     assert after_pick(node, "all_gather", 8, "ring", "ll", 24) == ("ring", "ll", None)
 
 
+def test_two_mi250x_nodes_base_bw_by_hand() -> None:
+    m = model_inputs(resolve_topology("2xmi250x-8"))
+    assert m is not None
+    assert m.rccl is not None
+    # rome_model_59 / _65: tuning 4, baseBw 161.4 replaces nChannels x bw; ll128Enabled, but
+    # LL128 also needs every GCD pair joined by xGMI (RCCL_TOPO_XGMI_ALL), which 16 GCDs are not
+    assert (m.rccl.tuning, m.rccl.base_bw, m.rccl.ll128, m.comm_channels) == (4, 161.4, False, 64)
+    entry = model_entry(m, "all_reduce", "ring", "simple")
+    assert entry is not None
+    # 161.4 x bwRatio 1.0 x 32/62; latency 17 + 58 x max(3.6, 3 x 2 us) + 4 x NET 209.2
+    assert entry.bandwidth == pytest.approx(161.4 * 32 / 62)
+    assert entry.latency_us == pytest.approx(17 + 58 * 6.0 + 4 * 209.2)
+    assert model_entry(m, "all_reduce", "ring", "ll128") is None
+
+
 def test_where_rcclS_model_does_not_apply() -> None:
     topo = resolve_topology("mi300x-8")
     assert model_inputs(topo, [0, 1, 2, 3]) is None  # a subset: no node model matches
     h100 = model_inputs(resolve_topology("dgx-h100"))
     assert h100 is not None
     assert h100.rccl is None
+    with pytest.raises(UsageError):  # RCCL's constants are for AMD architectures
+        ModelInputs(8, 1, "hopper", rccl=NODE_MODELS["cdna3", False])
 
 
 def test_nvidia_picks_unchanged() -> None:
@@ -129,6 +147,7 @@ def test_bench_picks_on_mi300x() -> None:
     assert (msccl.algorithm, msccl.protocol) == ("allpairs", "ll")  # MSCCL first, as RCCL
     assert (big.algorithm, big.protocol) == ("ring", "simple")
     assert big.selection == "nccl-model"
+    assert "RCCL's model" in big.explain()
 
 
 def test_bench_picks_on_mi250x() -> None:

@@ -9,8 +9,8 @@ RCCL does not search its graphs on the nodes it knows: it matches a node model
 ``totalBw`` (336 GB/s for 7 links of an MI300X), unless the node model sets ``baseBw``. The tree
 graph is the ring's (``parseRome4P2H`` falls back to ``ringBase`` for trees, lines 1893-1900).
 ``comm->nChannels``: the rings, doubled by ``ncclTopoPostset`` and raised to ``nc`` x rings
-(src/graph/connect.cc lines 642-707; ``nc`` 4 on one gfx90a node, else 2, src/init.cc lines
-1471-1484), at most ``MAXCHANNELS`` 128 (rccl src/include/device.h line 65).
+(src/graph/connect.cc lines 642-707; ``nc`` 4 on one gfx90a node, else 2 on the nodes here,
+src/init.cc lines 1471-1502), at most ``MAXCHANNELS`` 128 (rccl src/include/device.h line 65).
 
 Applies where RCCL matches one of :data:`~scaleup.tune.rccl_tables.NODE_MODELS`: every rank on
 whole nodes of the model's GPU count and one architecture. A subset of a node's GPUs (RCCL would
