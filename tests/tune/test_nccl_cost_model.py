@@ -108,12 +108,13 @@ def test_selection_times_ncclS_pick() -> None:
 
 
 def test_selection_falls_back_where_ncclS_model_does_not_apply() -> None:
-    # RCCL systems, and algorithms NCCL does not model: the fastest simulated, as before
+    # RCCL groups no node model matches (half an MI300X node), and algorithms NCCL does not
+    # model: the fastest simulated, as before (whole AMD nodes: test_rccl_cost_model.py)
     topo = resolve_topology("mi300x-8")
-    assert model_inputs(topo) is None
+    assert model_inputs(topo, [0, 1, 2, 3]) is None
     for sel in ("fastest", "nccl-model"):
-        choice = TuneSession().sweep(topo, BenchRequest(sizes_bytes=(GIB,), selection=sel))[0]
-        assert choice.selection == "fastest"
+        req = BenchRequest(sizes_bytes=(GIB,), selection=sel, ranks=4)
+        assert TuneSession().sweep(topo, req)[0].selection == "fastest"
     hier = BenchRequest(sizes_bytes=(GIB,), selection="nccl-model", algorithm="direct")
     assert TuneSession().sweep(resolve_topology("dgx-h100"), hier)[0].algorithm == "direct"
 

@@ -122,8 +122,8 @@ _OPTIONS: dict[str, Any] = {
     "select": typer.Option(
         None,
         "--select",
-        help="How the tuner picks: fastest (least simulated time) | nccl-model (NCCL's own "
-        "cost model, tuning.cc; then simulated).",
+        help="How the tuner picks: fastest (least simulated time) | nccl-model (the library's "
+        "own cost model, tuning.cc: NCCL's, RCCL's on AMD nodes; then simulated).",
     ),
     "no_p2p": typer.Option(False, "--no-p2p", help="Peer access off: stage through host memory."),
     "topology": typer.Option(

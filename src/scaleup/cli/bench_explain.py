@@ -125,7 +125,8 @@ def _lp_line(lp: LpBound | None) -> list[str]:
 
 
 def _model_lines(e: Explanation) -> list[str]:
-    """NCCL's own predictions, where the choice is its model's (``--select nccl-model``)."""
+    """The library's own predictions (NCCL's, RCCL's on AMD nodes), where the choice is its
+    model's (``--select nccl-model``)."""
     if not e.predicted:
         return []
     ranked = sorted(e.predicted, key=lambda p: p[2])
@@ -134,7 +135,7 @@ def _model_lines(e: Explanation) -> list[str]:
         for a, p, t in ranked
     ]
     return [
-        "#   picked as NCCL's cost model picks (tuning.cc ncclTopoGetAlgoTime; "
+        f"#   picked as {e.model}'s cost model picks (tuning.cc ncclTopoGetAlgoTime; "
         "--select nccl-model), its predicted times:",
         "#     " + ", ".join(cells),
     ]

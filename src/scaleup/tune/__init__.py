@@ -8,7 +8,7 @@ bench``, the planner, sweeps):
 - :mod:`~scaleup.tune.channels`: channel counts and how lanes are laid on the fabric;
 - :mod:`~scaleup.tune.checks`: the timed structures are verified first;
 - :mod:`~scaleup.tune.search`: :class:`TuneSession`, which owns networks, compiled schedules and
-  checked structures and picks a candidate (as NCCL's cost model does,
+  checked structures and picks a candidate (as NCCL's cost model does, RCCL's on AMD nodes,
   :mod:`~scaleup.tune.nccl_model`, or the fastest simulated), explained;
 - :func:`tune` and :func:`collective_time_s`: the one-call entry points.
 """

@@ -33,6 +33,8 @@ class TunedChoice:
     #: NCCL's predicted time (s) of every (algorithm, protocol) its model fills, where the
     #: selection was ``nccl-model`` (:func:`scaleup.tune.nccl_model.cost_table`)
     predicted: tuple[tuple[str, str, float], ...] = field(default=(), repr=False, compare=False)
+    #: whose model predicted them: ``NCCL``, or ``RCCL`` on AMD nodes (its own constants)
+    model: str = field(default="NCCL", compare=False)
 
     @property
     def candidate(self) -> Candidate:
@@ -49,7 +51,7 @@ class TunedChoice:
                 f"{mark} {cand.algorithm}/{cand.protocol}/{cand.channels}: {time_s * 1e6:.2f} us"
             )
         if self.predicted:
-            lines.append("NCCL's model (tuning.cc), least first:")
+            lines.append(f"{self.model}'s model (tuning.cc), least first:")
             for algo, proto, time_s in sorted(self.predicted, key=lambda p: p[2]):
                 mark = "*" if (algo, proto) == (self.algorithm, self.protocol) else " "
                 lines.append(f"{mark} {algo}/{proto}: {time_s * 1e6:.2f} us")

@@ -19,6 +19,7 @@ from scaleup.tune.nccl_model import ALGO_ORDER, PROTO_ORDER, ModelInputs, cost_t
 from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.p2p_rule import P2pRule
 from scaleup.tune.question import Question, Timed
+from scaleup.tune.rccl_tables import after_pick
 from scaleup.tune.rules import Candidate, chunks_for
 from scaleup.tune.size_channels import ChannelTrim
 
@@ -123,11 +124,21 @@ class SizePass:
         predicted = tuple((a, p, t * 1e-6) for (a, p), t in table.items())
         if self.question.session.observer is not None:
             self._fastest(nbytes, count)  # every candidate's outcome, for the explanation
-        ranked = sorted(
-            table, key=lambda ap: (table[ap], ALGO_ORDER.index(ap[0]), PROTO_ORDER.index(ap[1]))
-        )
-        for algo, proto in ranked:
-            cand = self._nccl_channels(algo, proto, nbytes)
+        ranked: list[tuple[str, str, int | None]] = [
+            (a, p, None)
+            for a, p in sorted(
+                table, key=lambda ap: (table[ap], ALGO_ORDER.index(ap[0]), PROTO_ORDER.index(ap[1]))
+            )
+        ]
+        if self.model.rccl is not None:  # RCCL's rules after its model (rccl_tables.after_pick)
+            first = after_pick(
+                self.model.rccl, self.question.collective, nbytes, *ranked[0][:2],
+                self.model.comm_channels,
+            )  # fmt: skip
+            if first != ranked[0]:
+                ranked.insert(0, first)
+        for algo, proto, fixed in ranked:
+            cand = self._nccl_channels(algo, proto, nbytes, fixed)
             if cand is None:
                 continue
             timed = self.question.simulate(cand, nbytes, count)
@@ -138,27 +149,33 @@ class SizePass:
             return TunedChoice(
                 cand.algorithm, cand.protocol, cand.channels, timed.chunks, timed.time_s,
                 timed.result, verdict, ((cand, timed.time_s),), "nccl-model", predicted,
+                "NCCL" if self.model.rccl is None else "RCCL",
             )  # fmt: skip
         return None
 
-    def _nccl_channels(self, algo: str, proto: str, nbytes: int) -> Candidate | None:
+    def _nccl_channels(
+        self, algo: str, proto: str, nbytes: int, fixed: int | None = None
+    ) -> Candidate | None:
         """The candidate of (``algo``, ``proto``) on NCCL's channel count: ``comm->nChannels``
         for ring and tree, ``comm->nvlsChannels`` for NVLS (:mod:`scaleup.tune.nccl_inputs`),
         as the largest candidate count not above it (else the least), then trimmed to the size
-        as ``topoGetAlgoInfo`` trims it (:mod:`scaleup.tune.size_channels`)."""
+        as ``topoGetAlgoInfo`` trims it (:mod:`scaleup.tune.size_channels`); ``fixed``: a count
+        the library sets without trimming (RCCL's pivot rule)."""
         assert self.model is not None  # noqa: S101 - the caller checks
         counts = sorted(
             c.channels for c in self.cands if (c.algorithm, c.protocol) == (algo, proto)
         )
         if not counts:
             return None
-        if algo in ("nvls", "nvls_tree"):
+        if fixed is not None:
+            target = fixed
+        elif algo in ("nvls", "nvls_tree"):
             target = nvls_channels(self.model, algo)
         else:
             target = self.model.comm_channels
         fitting = [c for c in counts if c <= target]
         cand = Candidate(algo, proto, fitting[-1] if fitting else counts[0])
-        return cand if self.trim is None else self.trim.trim(cand, nbytes)
+        return cand if self.trim is None or fixed is not None else self.trim.trim(cand, nbytes)
 
     def _at_size(self, nbytes: int) -> list[Candidate]:
         """The candidates with the channels the library gives them at ``nbytes``

@@ -135,13 +135,20 @@ class Explanation:
     #: predicted time (s) of every (algorithm, protocol) its model fills
     selection: str = "fastest"
     predicted: tuple[tuple[str, str, float], ...] = ()
+    #: whose model predicted them (``NCCL`` or ``RCCL``)
+    model: str = "NCCL"
 
     @property
     def chosen(self) -> CandidateTiming:
         return next(c for c in self.candidates if c.chosen)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as JSON values; ``model`` only where it is not NCCL's (NVIDIA output kept
+        as it was before RCCL's model)."""
+        out = asdict(self)
+        if self.model == "NCCL":
+            del out["model"]
+        return out
 
 
 class ExplainRecorder:
@@ -204,6 +211,7 @@ def explain_choice(
         topology, outcomes[0].collective if outcomes else "", nranks, nbytes, count, dtype,
         choice.algorithm, choice.protocol, choice.channels, choice.chunks, choice.time_s,
         choice.verification, tuple(timings), None, choice.selection, choice.predicted,
+        choice.model,
     )  # fmt: skip
 
 

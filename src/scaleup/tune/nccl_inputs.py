@@ -56,6 +56,7 @@ from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import nvls_heads
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.nccl_model import ARCH_INDEX, Graph, ModelInputs
+from scaleup.tune.rccl_inputs import rccl_model_inputs
 
 __all__ = [
     "MAXCHANNELS",
@@ -248,10 +249,13 @@ def comm_channels_for(inputs: ModelInputs) -> int:
 def model_inputs(
     topology: Topology, ranks: Sequence[int] | None = None, shape: GroupShape | None = None
 ) -> ModelInputs | None:
-    """NCCL's view of ``ranks`` of ``topology`` (default every accelerator), or None where NCCL
-    does not run (AMD parts run RCCL, generic parts no vendor library) or the architecture has
-    no row in NCCL's tables."""
-    if library_for(topology, ranks) != "nccl":
+    """NCCL's view of ``ranks`` of ``topology`` (default every accelerator); RCCL's on AMD parts
+    (:func:`scaleup.tune.rccl_inputs.rccl_model_inputs`); None where the library's model does
+    not apply (generic parts, no row in NCCL's tables, no RCCL node model)."""
+    library = library_for(topology, ranks)
+    if library == "rccl":
+        return rccl_model_inputs(topology, ranks)
+    if library != "nccl":
         return None
     accs = topology.accelerators
     chosen = accs if ranks is None else [accs[int(r)] for r in ranks]

@@ -14,6 +14,12 @@ Sources: NVIDIA/nccl @5067397c (2.30.7, ``makefiles/version.mk``), ``src/graph/t
 (line numbers below), ``src/enqueue.cc`` lines 1989-2120. Bandwidths are in GB/s and latencies
 in microseconds, as NCCL keeps them; :func:`algo_time_us` returns microseconds.
 
+RCCL (AMD systems) runs the same arithmetic with its own constants: where
+:attr:`ModelInputs.rccl` holds the node model RCCL matched, ``model_entry``, the latencies and
+``algo_time_us`` take RCCL's branch of ``ncclTopoTuneModel`` / ``ncclTopoGetAlgoTime``
+(ROCm/rccl @0cbce2a7, ``src/graph/tuning.cc`` lines 303-469, 632-670;
+:mod:`scaleup.tune.rccl_tables`).
+
 Not modelled: CollNet (no SHARP in the scale-out fabric here), tuner plugins, the fp8 x1024
 penalty of deep rings (enqueue.cc lines 2016-2021), ``NCCL_NET_OVERHEAD``, Power CPUs (tuning.cc
 lines 279-282), aggregated launches (``numPipeOps`` is 1).
@@ -36,6 +42,7 @@ from typing import Final
 
 from scaleup.errors import UsageError
 from scaleup.sim import params as P
+from scaleup.tune import rccl_tables as R
 
 __all__ = [
     "ALGO_ORDER",
@@ -171,7 +178,9 @@ class ModelInputs:
     :data:`ARCH_INDEX`), host CPU vendor (``intel``, ``amd`` or ``other``, for the network
     overhead and the multi-node LL ceiling), the graphs by algorithm (``ring``, ``tree``,
     ``nvls``, ``nvls_tree``; an absent one is not offered) and ``comm_channels``, the
-    communicator's ``nChannels`` (the ring plateau of ``ncclTopoGetAlgoTime``)."""
+    communicator's ``nChannels`` (the ring plateau of ``ncclTopoGetAlgoTime``). ``rccl``: the
+    node model RCCL matched, for RCCL's model (``arch`` is then a catalog AMD architecture,
+    a key of :data:`scaleup.tune.rccl_tables.GFX`); None for NCCL's."""
 
     nranks: int
     nnodes: int
@@ -179,6 +188,7 @@ class ModelInputs:
     graphs: Mapping[str, Graph] = field(default_factory=dict)
     comm_channels: int = 1
     cpu: str = "other"
+    rccl: R.RcclNode | None = None
 
     def __post_init__(self) -> None:
         if self.nranks < 1 or self.nnodes < 1 or self.nnodes > self.nranks:
@@ -186,10 +196,10 @@ class ModelInputs:
                 f"need 1 <= nodes <= ranks, got {self.nnodes} nodes and {self.nranks} ranks",
                 source="nccl_model",
             )
-        if self.arch not in ARCH_INDEX:
+        if self.arch not in (ARCH_INDEX if self.rccl is None else R.GFX):
             raise UsageError(
-                f"NCCL's model has no constants for architecture {self.arch!r}; known: "
-                + ", ".join(ARCH_INDEX),
+                f"the library's model has no constants for architecture {self.arch!r}; known: "
+                + ", ".join(ARCH_INDEX if self.rccl is None else R.GFX),
                 source="nccl_model",
             )
         if self.cpu not in P.NCCL_NET_OVERHEAD_CPU_S:
@@ -200,11 +210,17 @@ class ModelInputs:
 
     @property
     def arch_index(self) -> int:
-        return ARCH_INDEX[self.arch][0]
+        """NCCL's compute-capability index (0 for RCCL, whose branch reads no such table)."""
+        return ARCH_INDEX[self.arch][0] if self.rccl is None else 0
 
     @property
     def compcap(self) -> int:
-        return ARCH_INDEX[self.arch][1]
+        return ARCH_INDEX[self.arch][1] if self.rccl is None else 0
+
+    @property
+    def gfx(self) -> str:
+        """RCCL's gfx name of the architecture ("" for NCCL)."""
+        return R.GFX[self.arch] if self.rccl is not None else ""
 
 
 @dataclass(frozen=True)
@@ -232,7 +248,8 @@ def _log2i(n: int) -> int:
 def model_entry(m: ModelInputs, collective: str, algo: str, proto: str) -> ModelEntry | None:
     """``ncclTopoTuneModel``'s bandwidth and latency of one (collective, algorithm, protocol)
     (tuning.cc lines 284-436), or None where it leaves the cell at 0 (not modelled, no graph,
-    fewer than two NVLS channels, NVLS across nodes without CollNet)."""
+    fewer than two NVLS channels, NVLS across nodes without CollNet). RCCL: its ``bwRatio``
+    instead of NCCL's refinements, no Tree Simple on one gfx94 node (rccl tuning.cc line 365)."""
     if algo not in COLLECTIVE_ALGOS.get(collective, ()) or proto not in PROTO_ORDER:
         return None
     g = m.graphs.get(algo)
@@ -241,6 +258,9 @@ def model_entry(m: ModelInputs, collective: str, algo: str, proto: str) -> Model
     if algo in ("nvls", "nvls_tree") and proto != "simple":  # line 301
         return None
     if algo == "pat" and (proto != "simple" or m.nnodes != m.nranks):  # lines 302-304, 216-222
+        return None
+    if (m.rccl is not None and (algo, proto) == ("tree", "simple") and m.nnodes == 1
+            and m.gfx.startswith("gfx94")):  # fmt: skip
         return None
     ai, n = m.arch_index, m.nranks
     index2 = m.nnodes - 1 if m.nnodes <= 2 else 2  # line 267
@@ -257,7 +277,27 @@ def model_entry(m: ModelInputs, collective: str, algo: str, proto: str) -> Model
         cap = PER_CH_MAX_NVLS_TREE_BWS[ai][index2] if algo == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
     bus = g.n_channels * bw
-    # "Various model refinements", lines 326-337
+    if m.rccl is not None:
+        bus = R.bus_bandwidth(m.rccl, m.gfx, collective, algo, proto, m.nnodes, bus)
+    else:
+        bus = _refined(m, g, collective, algo, proto, bus, index1, index2)
+    # NVLS all_gather / reduce_scatter across nodes need CollNet (lines 351-374)
+    if algo == "nvls" and collective in ("all_gather", "reduce_scatter") and m.nnodes > 1:
+        return None
+    # bus -> algorithm bandwidth (lines 376-382)
+    if not (algo != "ring" and collective in ("all_gather", "reduce_scatter")):
+        bus *= n / nsteps if algo in ("ring", "nvls", "nvls_tree") else 0.5
+    if bus <= 0:
+        return None
+    return ModelEntry(bus, _latency_us(m, g, collective, algo, proto, nsteps, ppn))
+
+
+def _refined(
+    m: ModelInputs, g: Graph, collective: str, algo: str, proto: str, bus: float,
+    index1: int, index2: int,
+) -> float:  # fmt: skip
+    """NCCL's "various model refinements" of ``busBw`` (tuning.cc lines 326-337)."""
+    ai = m.arch_index
     if algo == "ring" and proto == "ll":
         bus = min(LL_MAX_BWS[index1][index2], bus * 0.5)
     if algo == "ring" and proto == "ll128":
@@ -273,26 +313,21 @@ def model_entry(m: ModelInputs, collective: str, algo: str, proto: str) -> Model
         bus *= 0.85
     if algo == "pat":
         bus *= 0.75
-    # NVLS all_gather / reduce_scatter across nodes need CollNet (lines 351-374)
-    if algo == "nvls" and collective in ("all_gather", "reduce_scatter") and m.nnodes > 1:
-        return None
-    # bus -> algorithm bandwidth (lines 376-382)
-    if not (algo != "ring" and collective in ("all_gather", "reduce_scatter")):
-        bus *= n / nsteps if algo in ("ring", "nvls", "nvls_tree") else 0.5
-    if bus <= 0:
-        return None
-    return ModelEntry(bus, _latency_us(m, g, collective, algo, proto, nsteps, ppn))
+    return bus
 
 
 def _latency_us(
     m: ModelInputs, g: Graph, collective: str, algo: str, proto: str, nsteps: int, ppn: float
 ) -> float:
-    """``comm->latencies`` (tuning.cc lines 384-436)."""
-    base = P.NCCL_BASE_LATENCY_S[algo][proto] * _US
-    hw = P.NCCL_HW_LATENCY_S
+    """``comm->latencies`` (tuning.cc lines 384-436; RCCL: its ``baseLat`` and the ``hwLat`` of
+    its tuning set, rccl tuning.cc lines 429-466, with no Tree NET row at one rank per node and
+    2 x nNodes inter-node steps for a multi-node Ring all_reduce, line 354)."""
+    rccl = m.rccl
+    base = (P.NCCL_BASE_LATENCY_S if rccl is None else P.RCCL_BASE_LATENCY_S)[algo][proto] * _US
+    hw = P.NCCL_HW_LATENCY_S if rccl is None else P.RCCL_HW_LATENCY_S[rccl.tuning]
     intra = hw["nvlink" if g.nvlink else "pci"][algo][proto] * _US
     inter = (
-        hw["net"]["tree"][proto] if ppn == 1 else hw["net"][algo][proto]
+        hw["net"]["tree"][proto] if ppn == 1 and rccl is None else hw["net"][algo][proto]
     ) * _US  # lines 386-388
     inter += g.latency_inter_us
     if proto == "simple":  # the flush, lines 390-391
@@ -308,8 +343,10 @@ def _latency_us(
         intra = max(intra, overhead)
         if nnodes == 1:
             inter_steps = 0
+        elif collective == "all_reduce":
+            inter_steps = 2 * (nnodes - (1 if rccl is None else 0))
         else:
-            inter_steps = 2 * (nnodes - 1) if collective == "all_reduce" else nnodes - 1
+            inter_steps = nnodes - 1
         return base + (nsteps - inter_steps) * intra + inter_steps * inter
     if algo == "tree":  # lines 414-417
         if collective != "all_reduce":
@@ -334,6 +371,9 @@ def algo_time_us(m: ModelInputs, collective: str, algo: str, proto: str, nbytes:
     if entry is None:
         return math.inf
     bw, lat = entry.bandwidth, entry.latency_us
+    if m.rccl is not None:  # rccl tuning.cc lines 648-658: no plateau, no channel scaling
+        bw *= R.correction(m.rccl, algo, proto, m.nnodes, nbytes)
+        return lat + nbytes / (1000.0 * bw) if bw > 0 else math.inf
     log_size = _log2i(nbytes >> 6)
     if algo == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
         bw *= TREE_CORRECTION[proto][log_size]

@@ -224,7 +224,7 @@ class Question:
 
     def nccl_model(self) -> ModelInputs | None:
         """NCCL's cost-model inputs for this group (:func:`scaleup.tune.nccl_inputs.
-        model_inputs`), once; None where NCCL's model does not apply (RCCL, other parts)."""
+        model_inputs`; RCCL's on AMD nodes), once; None where neither applies."""
         if self._nccl_model is None:
             self._nccl_model = (model_inputs(self.topology, self.group, self.shape),)
         return self._nccl_model[0]

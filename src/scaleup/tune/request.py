@@ -129,9 +129,10 @@ class BenchRequest:
     selection
         How the tuner picks among them (:data:`SELECTIONS`): ``nccl-model`` (the default)
         picks the (algorithm, protocol) of least time in NCCL's own cost model
-        (:mod:`scaleup.tune.nccl_model`), as NCCL does, and simulates that pick on NCCL's
-        channel count; where NCCL's model does not apply (RCCL, ``family="all"``, collectives
-        and algorithms NCCL does not model) it falls back to ``fastest``, which simulates every
+        (:mod:`scaleup.tune.nccl_model`; RCCL's own model on AMD nodes RCCL has a node model
+        for), as the library does, and simulates that pick on its channel count; where the
+        model does not apply (part of an AMD node, ``family="all"``, collectives and
+        algorithms NCCL does not model) it falls back to ``fastest``, which simulates every
         candidate and keeps the least time.
     """
 

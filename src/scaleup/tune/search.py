@@ -7,9 +7,10 @@ their timings, and the :class:`~scaleup.tune.checks.CheckedSet` of verified stru
 lives at module level: drop the session and everything goes with it.
 
 Which candidate is chosen is the request's ``selection``: ``nccl-model`` (the default) takes the
-(algorithm, protocol) NCCL's own cost model picks (:mod:`scaleup.tune.nccl_model`) on NCCL's
-channel count and simulates that one (:meth:`scaleup.tune.choose.SizePass.choose`), as NCCL
-does; ``fastest``, described below, and wherever NCCL's model does not apply. With ``fastest``
+(algorithm, protocol) NCCL's own cost model picks (:mod:`scaleup.tune.nccl_model`; RCCL's on
+AMD nodes, :mod:`scaleup.tune.rccl_inputs`) on the library's channel count and simulates that
+one (:meth:`scaleup.tune.choose.SizePass.choose`), as the library does; ``fastest``, described
+below, and wherever the library's model does not apply. With ``fastest``
 every enabled candidate (:func:`scaleup.tune.rules.candidates`) is *simulated*, so the choice is
 never slower than another candidate the search knows. Schedules are built once per (algorithm,
 channels, chunks) at a reference count, checked in lanes (:mod:`scaleup.tune.checks`), compiled
