@@ -180,7 +180,8 @@ def compare(
     list[FabricRow]
         One row per fabric, in the order given.
     """
-    # Imported here, not above: ``scaleup compare --help`` reads only this module's defaults.
+    # Imported here, not above: every command of the CLI imports this module for its defaults
+    # (--sizes, --model); the tuner, simulator and planner load when fabrics are compared.
     from scaleup.bench import bench_rows
     from scaleup.calibrate.profile import apply_profile
     from scaleup.topology import Topology, resolve_topology
