@@ -22,20 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scaleup.bench import bench_rows
-from scaleup.calibrate.profile import Profile, apply_profile
 from scaleup.errors import UsageError
 from scaleup.report import BenchRow
-from scaleup.topology import Topology, resolve_topology
-from scaleup.topology.analysis import bisection, per_accelerator_gb_per_s, pooled_memory_bytes
-from scaleup.tune import BenchRequest, TuneSession
 from scaleup.units import GIB, MIB, format_bytes
-from scaleup.workload.config import ParallelConfig
-from scaleup.workload.groups import GroupTimer
-from scaleup.workload.models import ModelSpec, get_model
-from scaleup.workload.plan import plan
+
+if TYPE_CHECKING:
+    from scaleup.calibrate.profile import Profile
+    from scaleup.topology import Topology
+    from scaleup.tune import TuneSession
+    from scaleup.workload.groups import GroupTimer
+    from scaleup.workload.models import ModelSpec
 
 __all__ = [
     "DEFAULT_COLLECTIVES",
@@ -182,6 +180,16 @@ def compare(
     list[FabricRow]
         One row per fabric, in the order given.
     """
+    # Imported here, not above: every command of the CLI imports this module for its defaults
+    # (--sizes, --model); the tuner, simulator and planner load when fabrics are compared.
+    from scaleup.bench import bench_rows
+    from scaleup.calibrate.profile import apply_profile
+    from scaleup.topology import Topology, resolve_topology
+    from scaleup.topology.analysis import bisection, per_accelerator_gb_per_s, pooled_memory_bytes
+    from scaleup.tune import BenchRequest, TuneSession
+    from scaleup.workload.groups import GroupTimer
+    from scaleup.workload.models import get_model
+
     if not topologies:
         raise UsageError("no topology given", source="topologies")
     if tp is not None and tp < 1:
@@ -232,6 +240,9 @@ def compare(
 
 def _model_cell(model: ModelSpec, topo: Topology, tp: int | None, timer: GroupTimer) -> ModelCell:
     """Plan ``model`` with TP ``tp`` (default: the domain, at most 8) and DP filling ``topo``."""
+    from scaleup.workload.config import ParallelConfig
+    from scaleup.workload.plan import plan
+
     n_tp = tp if tp is not None else min(topo.ranks_per_node, MAX_DEFAULT_TP)
     dp = max(1, len(topo.accelerators) // n_tp)
     try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -57,7 +57,9 @@ from scaleup.cli.bench_run import explain as run_explain
 from scaleup.cli.bench_run import measure, print_series, simulate
 from scaleup.collectives.spec import COLLECTIVES, PROTOCOL_NAMES
 from scaleup.errors import UsageError
-from scaleup.topology.model import Topology
+
+if TYPE_CHECKING:
+    from scaleup.topology.model import Topology
 
 __all__ = [
     "FLAG_OF",

@@ -29,9 +29,9 @@ from scaleup.cli.bench_table import (
 )
 from scaleup.errors import UsageError
 from scaleup.report import BenchRow
-from scaleup.topology.model import Topology
 
 if TYPE_CHECKING:
+    from scaleup.topology.model import Topology
     from scaleup.tune import BenchRequest
 
 __all__ = ["explain", "measure", "print_series", "simulate", "topologies"]

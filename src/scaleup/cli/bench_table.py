@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scaleup.report import BenchRow
-from scaleup.topology import analysis
-from scaleup.topology.model import Topology
+
+if TYPE_CHECKING:
+    from scaleup.topology.model import Topology
 
 __all__ = ["SweepArgs", "footer_lines", "runtime_header", "sim_header", "table_lines"]
 
@@ -58,6 +60,8 @@ def _fmt_bw(gb_per_s: float | None) -> str:
 
 def sim_header(label: str, topo: Topology, rows: Sequence[BenchRow], args: SweepArgs) -> list[str]:
     """nccl-tests' header of a simulated series: the sweep, the fabric, the devices."""
+    from scaleup.topology import analysis
+
     accs = topo.accelerators[: rows[0].nranks] if rows else topo.accelerators
     types = "/".join(sorted({a.type for a in accs}))
     per_gpu = analysis.per_accelerator_gb_per_s(topo)

@@ -13,16 +13,17 @@ import datetime
 import io
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from scaleup.calibrate.profile import load_profile
 from scaleup.cli import render
-from scaleup.compare import DEFAULT_MODEL, DEFAULT_SIZES, FabricRow, ModelCell, compare
+from scaleup.compare import DEFAULT_MODEL, DEFAULT_SIZES, FabricRow, ModelCell
 from scaleup.errors import UsageError
-from scaleup.topology import Topology, resolve_topology
-from scaleup.topology.faults import apply_faults, parse_faults
 from scaleup.units import GB, format_bytes, parse_size
+
+if TYPE_CHECKING:
+    from scaleup.topology import Topology
 
 __all__ = ["compare_cmd", "html_report", "register", "table_cells"]
 
@@ -146,6 +147,11 @@ def compare_cmd(
     degrades: list[str] | None = _DEGRADE_OPTION,
 ) -> None:
     """Fabrics side by side: domain, bandwidth, pooled HBM, busbw, a model's step time."""
+    from scaleup.calibrate.profile import load_profile
+    from scaleup.compare import compare
+    from scaleup.topology import resolve_topology
+    from scaleup.topology.faults import apply_faults, parse_faults
+
     render.check_one_format(json_out, csv_out)
     calibration = None if profile is None else load_profile(profile)  # before any simulation
     texts = [s.strip() for s in sizes.split(",") if s.strip()]

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scaleup.calibrate.profile import Profile, apply_profile, load_profile
 from scaleup.cli import render
 from scaleup.errors import UsageError
-from scaleup.topology import resolve_topology
-from scaleup.topology.faults import LinkFault, apply_faults, parse_faults
 from scaleup.units import GB, parse_size
 from scaleup.workload.config import ParallelConfig, Precision
 from scaleup.workload.memory import MemoryBreakdown
 from scaleup.workload.plan import PlanResult, SweepRow, plan, sweep_tp
 from scaleup.workload.step import DEFAULT_COMPUTE_EFFICIENCY, StepBreakdown
+
+if TYPE_CHECKING:
+    from scaleup.calibrate.profile import Profile
+    from scaleup.topology.faults import LinkFault
 
 __all__ = ["plan_cmd", "register"]
 
@@ -265,6 +266,9 @@ def plan_cmd(
     degrades: list[str] | None = _DEGRADE_OPTION,
 ) -> None:
     """Memory per device and training-step time of a model on a fabric (communication simulated)."""
+    from scaleup.calibrate.profile import load_profile
+    from scaleup.topology.faults import parse_faults
+
     render.check_one_format(json_out, csv_out)
     if grad_bytes not in (2, 4):
         raise UsageError(f"must be 2 or 4, got {grad_bytes}", source="--grad-bytes")
@@ -342,6 +346,10 @@ def _plan_one(
 ) -> Any:
     """Plan (or sweep TP) on one named topology (with the calibration ``profile``, if any, and
     its links damaged by ``faults``)."""
+    from scaleup.calibrate.profile import apply_profile
+    from scaleup.topology import resolve_topology
+    from scaleup.topology.faults import apply_faults
+
     topo = apply_profile(apply_faults(resolve_topology(name), faults), profile)
     # tp or pp < 1 is refused by ParallelConfig.check, naming the flag; no division by 0 first
     per_replica = max(1, layout.tp * layout.pp)

@@ -19,7 +19,6 @@ from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
-from rich.table import Table
 
 from scaleup.errors import UsageError
 
@@ -154,6 +153,8 @@ def print_table(
     right_align: bool = True,
 ) -> None:
     """Print a rich table; numbers right-aligned as nccl-tests' columns are."""
+    from rich.table import Table  # here: nccl-tests' text table and JSON/CSV need none
+
     table = Table(title=title, show_lines=False, header_style="bold")
     for column in columns:
         table.add_column(column, justify="right" if right_align else "left", overflow="fold")

@@ -14,19 +14,15 @@ from typing import Any
 import typer
 
 from scaleup.cli import render
-from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.schedule_files import FORMATS, load_schedule, schedule_text
 from scaleup.collectives.spec import PROTOCOL_NAMES, CollectiveSpec, itemsize, numpy_dtype
-from scaleup.collectives.verify import verify
 from scaleup.errors import (
     LimitError,
     ScheduleError,
     UnsupportedCollective,
     UsageError,
 )
-from scaleup.sim.simulate import simulate
-from scaleup.topology.presets import resolve_topology
 from scaleup.units import format_bytes, parse_size
 
 __all__ = ["register", "schedule_app"]
@@ -67,6 +63,8 @@ def _build(
     redop: str,
     params: dict[str, Any],
 ) -> Schedule:
+    from scaleup.collectives.algorithms import build_schedule
+
     if not algo or not op:
         raise UsageError("give ALGO and OP (or --file for verify)", source="arguments")
     if ranks is None or count is None:
@@ -172,6 +170,8 @@ def _verified(
     schedule: Schedule, file: Path | None, dtype: str, *, seed: int = 0, in_place: bool = False
 ) -> Any:
     """verify()'s report; a failing schedule prints FAIL naming the op and exits 1."""
+    from scaleup.collectives.verify import verify
+
     in_place = in_place or bool(schedule.params.get("in_place", False))
     try:
         return verify(schedule, dtype, seed=seed, in_place=in_place)
@@ -281,6 +281,9 @@ def time_cmd(
     redop: str = _REDOP,
 ) -> None:
     """Time a schedule on a topology (nccl-tests columns); it is verified first."""
+    from scaleup.sim.simulate import simulate
+    from scaleup.topology.presets import resolve_topology
+
     render.check_one_format(json_out, csv_out)
     numpy_dtype(dtype)
     schedule = _schedule(

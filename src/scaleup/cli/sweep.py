@@ -17,91 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
 
 from scaleup.cli import render
 from scaleup.errors import UsageError
 
 if TYPE_CHECKING:
-    from scaleup.sweep import SweepProgress, SweepSummary
+    from scaleup.cli.sweep_bar import SweepBar
+    from scaleup.sweep import SweepSummary
 
 __all__ = ["register", "report_cmd", "sweep_cmd"]
 
 #: Exit code after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
-
-
-class _RateColumn(ProgressColumn):
-    """Points per second over this run (resumed points do not count)."""
-
-    def render(self, task: Task) -> Text:
-        """The rate as ``N pt/s`` (``-`` before the first point of this run)."""
-        rate = task.fields.get("rate")
-        return Text(f"{rate:,.1f} pt/s" if rate else "- pt/s", style="cyan")
-
-
-class _EtaColumn(ProgressColumn):
-    """Time left as the sweep estimates it, by cost class (:mod:`scaleup.sweep.progress`), not
-    by counting points: a few dear points after many cheap ones are not "seconds" away."""
-
-    def render(self, task: Task) -> Text:
-        """``ETA h:mm:ss`` (``-:--:--`` before the first point of this run finished)."""
-        eta = task.fields.get("eta")
-        if eta is None:
-            return Text("ETA -:--:--", style="cyan")
-        minutes, seconds = divmod(round(eta), 60)
-        hours, minutes = divmod(minutes, 60)
-        return Text(f"ETA {hours}:{minutes:02d}:{seconds:02d}", style="cyan")
-
-
-class _SweepBar:
-    """The progress bar on stderr, and how far the sweep got (for the interrupted message)."""
-
-    def __init__(self, name: str, total: int, *, quiet: bool) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            _RateColumn(),
-            TextColumn("[red]{task.fields[errors]} errors"),
-            TimeElapsedColumn(),
-            _EtaColumn(),
-            console=render.err_console,
-            disable=quiet,
-            transient=False,
-        )
-        self.task = self.progress.add_task(escape(name), total=total, errors=0, rate=0.0, eta=None)
-        self.done, self.total, self.started = 0, total, False
-
-    def update(self, p: SweepProgress) -> None:
-        """Show where the sweep stands; the bar starts at the first report."""
-        if not self.started:  # only once the output checks passed: errors stay one line
-            self.progress.start()
-            self.started = True
-        new = p.done - p.resumed
-        self.done, self.total = p.done, p.total
-        self.progress.update(
-            self.task,
-            completed=p.done,
-            total=p.total,
-            errors=p.errors,
-            rate=new / p.elapsed_s if p.elapsed_s > 0 and new else 0.0,
-            eta=p.eta_s,
-        )
-
-    def stop(self) -> None:
-        """Stop the bar, if it was started."""
-        if self.started:
-            self.progress.stop()
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -133,7 +60,7 @@ def _check_placement(serial: bool, scheduler: str | None, workers: int | None) -
         )
 
 
-def _say_interrupted(stop: KeyboardInterrupt, bar: _SweepBar, output: Path) -> None:
+def _say_interrupted(stop: KeyboardInterrupt, bar: SweepBar, output: Path) -> None:
     """Say on stderr how many points are saved and how to finish the sweep."""
     from scaleup.sweep import SweepStopped
 
@@ -224,13 +151,14 @@ def sweep_cmd(
     csv_out: bool = _CSV_OPTION,
 ) -> None:
     """Run every point of a sweep spec; results are written as they complete."""
+    from scaleup.cli.sweep_bar import SweepBar
     from scaleup.sweep import expand_spec, load_spec, run_sweep
 
     render.check_one_format(json_out, csv_out)
     _check_placement(serial, scheduler, workers)
     loaded, base = load_spec(spec)
     points = expand_spec(loaded, base=base, source=str(spec))
-    bar = _SweepBar(loaded.name, len(points), quiet=quiet)
+    bar = SweepBar(loaded.name, len(points), quiet=quiet)
     with _sigterm_interrupts():
         try:
             try:

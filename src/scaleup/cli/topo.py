@@ -9,7 +9,6 @@ import typer
 
 from scaleup.cli import render
 from scaleup.errors import UsageError
-from scaleup.topology import analysis, list_presets, resolve_topology
 
 __all__ = ["register", "topo_app"]
 
@@ -34,6 +33,8 @@ def list_cmd(
     csv_out: bool = _CSV_OPT,
 ) -> None:
     """List the topology presets, one line each."""
+    from scaleup.topology import list_presets
+
     render.check_one_format(json_out, csv_out)
     presets = list_presets()
     if json_out or csv_out:
@@ -64,6 +65,8 @@ def show_cmd(
     Devices are counted by type, never listed; beyond 256 accelerators hops and uniformity come
     from 16 sampled source ranks, and ``--pairs`` stops at 1,024 accelerators.
     """
+    from scaleup.topology import analysis, resolve_topology
+
     render.check_one_format(json_out, csv_out)
     t = resolve_topology(topology)
     table = analysis.pair_table(t) if pairs else None  # refused before the summary's work
@@ -121,6 +124,7 @@ def draw_cmd(
 
     Beyond 2,500 links the drawing is summarised (uplinks bundled per server), as its title says.
     """
+    from scaleup.topology import resolve_topology
     from scaleup.topology.draw import draw_topology  # noqa: PLC0415 - matplotlib only when drawing
 
     t = resolve_topology(topology)

@@ -14,16 +14,16 @@ they differ from their defaults, ``count`` always written). A file's ``[[faults]
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from scaleup.errors import ScaleupError, TopologyFileError
 from scaleup.files import parse_toml, read_text, validate
 from scaleup.topology.faults import LinkFault, apply_faults
 from scaleup.topology.model import Device, Link, Topology
-from scaleup.topology.schema import TopologyFile
 from scaleup.topology.torus import TorusTopology
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = ["dumps", "load_topology", "loads", "save_topology"]
 
@@ -43,6 +43,8 @@ def load_topology(path: str | Path) -> Topology:
 
 def loads(text: str, *, source: str = "<string>") -> Topology:
     """Parse and validate topology TOML text (``source`` names it in errors)."""
+    from scaleup.topology.schema import TopologyFile  # the file's pydantic models: files only
+
     data = parse_toml(text, TopologyFileError, source)
     model = validate(
         TopologyFile, data, TopologyFileError, source, locate=lambda e: _first_error(e, data)

@@ -41,7 +41,6 @@ from typing import Any
 
 from scaleup.errors import UsageError
 from scaleup.workload.config import ParallelConfig
-from scaleup.workload.groups import GroupTimer
 from scaleup.workload.models import ModelSpec
 from scaleup.workload.traffic import CommCall, step_traffic
 
@@ -70,6 +69,8 @@ CommTimer = Callable[..., float]
 def default_comm_timer() -> CommTimer:
     """The tuner's choice with a session of its own, each group timed on its sub-fabric once
     per class of equivalent groups (:class:`~scaleup.workload.groups.GroupTimer`)."""
+    from scaleup.workload.groups import GroupTimer  # the tuner and simulator: only when timing
+
     return GroupTimer()
 
 
