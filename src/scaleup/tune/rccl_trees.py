@@ -4,7 +4,8 @@ ROCm/rccl @0cbce2a7. A node model's ``options`` may set ``treeDefined=1`` (parse
 src/graph/rome_models.cc lines 1375-1376) and give a ``treeBase`` string: trees separated by
 ``|``, each node written ``(gpu`` followed by its subtrees and ``)``; rome_model_56, 16 MI250X
 GCDs (lines 366-378), gives 12, each a root with two chains of 8 and 7 GCDs
-(:data:`~scaleup.tune.rccl_tables.ROME_MODEL_56_TREES`). RCCL then:
+(:data:`~scaleup.tune.rccl_tables.ROME_MODEL_56_TREES`): a path through every GCD held near its
+middle, depth 8 where a chain has 15. RCCL then:
 
 - matches the node: ``parse1H16P`` (lines 2106-2241) tries permutations ``g16`` of the node's
   GPUs (each NUMA node's GPUs permuted in lexicographic order, lines 2140-2183) until the
