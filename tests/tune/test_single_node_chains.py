@@ -31,9 +31,17 @@ def test_single_node_tree_channels_are_chains(preset: str) -> None:
             assert _is_chain(parents)
 
 
-def test_rccl_defined_trees_keep_the_builder_trees() -> None:
-    # RCCL's 16-GCD MI250X node model defines its own trees (rome_models.cc lines 376-377)
-    topo = resolve_topology("mi250x-8")
+def test_rccl_defined_trees_replace_the_chains() -> None:
+    # RCCL's 16-GCD MI250X node model defines its own trees (rome_models.cc lines 376-377;
+    # tests/tune/test_rccl_defined_trees.py): no chain is searched there
+    shape = GroupShape.of(resolve_topology("mi250x-8"))
+    assert shape.trees is None
+    assert shape.defined is not None
+    assert not any(_is_chain(t) for pair in shape.params("tree", 2)["parents"] for t in pair)
+
+
+def test_generic_parts_keep_the_builder_trees() -> None:
+    topo = resolve_topology("ualink-pod:n=16")
     assert not uses_chains(topo)
     assert GroupShape.of(topo).params("tree", 2) == {}
 

@@ -40,7 +40,6 @@ __all__ = [
     "PCIE_DLLP_EFFICIENCY",
     "PCIE_TLP_EFFICIENCY",
     "RCCL_BASE_LATENCY_S",
-    "RCCL_DEFINED_TREE_ARCHS",
     "RCCL_HW_LATENCY_S",
     "RCCL_NET_OVERHEAD_S",
     "RCCL_TUNING_SET",
@@ -290,12 +289,6 @@ RCCL_TUNING_SET: Final = MappingProxyType(
         ("cdna2", True): 4,
     }
 )
-#: AMD architectures whose RCCL node model brings its own intra-node trees (``treeDefined=1`` and
-#: a ``treeBase`` string, parsed in src/graph/connect.cc lines 115-175 instead of NCCL's chain
-#: along the tree graph): 16 MI250X GCDs, rome_model_56 (rome_models.cc lines 376-377: a root
-#: with two chains of 8 and 7 GCDs). The simulator does not parse those strings; such nodes keep
-#: the tree builder's binary trees. MI300X's node models (79, 81) define no trees: chains.
-RCCL_DEFINED_TREE_ARCHS: Final = frozenset({"cdna2"})
 #: RCCL getNetOverhead (tuning.cc lines 294-301): 2 us per step on AMD x86 hosts, x3 for Simple
 #: (line 449); a multi-node ring pays max(intra-node step, overhead) on every intra-node step
 #: (lines 446-452). RCCL's node models are AMD EPYC platforms ("rome" models), so AMD hosts.

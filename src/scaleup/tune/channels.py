@@ -15,9 +15,11 @@ onto the algorithm builders' parameters:
   (on one server the tree is that chain alone: NCCL's ``ncclTopoPreset``, src/graph/connect.cc
   lines 43-62, links every rank of a tree channel to the previous and next rank of the tree
   graph's intra-node order, ``tree.up = treeIntra[i-1]``, ``tree.down[0] = treeIntra[i+1]``, and
-  the double binary tree of src/graph/trees.cc spans nodes, so one node adds nothing to it); the
-  hierarchical algorithm's intra-node ring is a searched ring of one server; the torus
-  algorithm's ``dims`` are the fabric's grid (:func:`torus_group`) and its channel counts
+  the double binary tree of src/graph/trees.cc spans nodes, so one node adds nothing to it), or,
+  on a node whose RCCL node model defines trees, defined tree ``k mod x``
+  (:mod:`scaleup.tune.rccl_trees`, RCCL's ``ncclTreeBasePostset``); the hierarchical
+  algorithm's intra-node ring is a searched ring of one server; the torus algorithm's ``dims``
+  are the fabric's grid (:func:`torus_group`) and its channel counts
   :func:`torus_channel_counts`.
 
 Every search is capped at :data:`CHANNEL_BW_CAP` per channel: NCCL tries per-channel speeds from
@@ -34,13 +36,13 @@ from typing import Any
 
 from scaleup import hardware
 from scaleup.errors import NoRouteError
-from scaleup.sim import params as P
-from scaleup.sim.protocols import LIBRARIES, library_for
+from scaleup.sim.protocols import LIBRARIES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.topology.torus import TorusTopology
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import search_rings, search_trees
+from scaleup.tune.rccl_trees import defined_trees
 
 __all__ = [
     "CHANNEL_BW_CAP", "MAX_CHANNELS", "GroupShape", "channel_counts", "torus_channel_counts",
@@ -118,8 +120,10 @@ class GroupShape:
     they give.
 
     ``rings``: the searched ring channels of the whole group; ``trees``: its tree channels, a
-    chain inside each server (:func:`uses_chains`; None where the library defines its own trees
-    on one server, and the tree builder keeps its binary trees over the ranks); ``local_rings``:
+    chain inside each server (:func:`uses_chains`; None where the tree builder keeps its binary
+    trees over the ranks, or where ``defined`` holds the library's own); ``defined``: the trees
+    RCCL's node model defines for the group (:func:`~scaleup.tune.rccl_trees.defined_trees`),
+    tree ``k mod x`` on channel ``k``, else None; ``local_rings``:
     the rings of one server's ranks, for the hierarchical algorithm's intra-node phase (None
     when the group is not whole servers of ``ranks_per_node`` consecutive ranks); ``counts``:
     :func:`channel_counts` of ``rings``; ``torus_dims``: the grid when the group is a whole
@@ -135,6 +139,7 @@ class GroupShape:
     torus_dims: tuple[int, ...] | None = None
     #: the group spans more than one server (NCCL's nNodes > 1: its p2p channel bases)
     multi_node: bool = False
+    defined: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> GroupShape:
@@ -150,18 +155,25 @@ class GroupShape:
             and all(len(set(nodes[s : s + g])) == 1 for s in range(0, len(group), g))
         )
         rings = _searched(search_rings, topology, ranks)
-        trees = _searched(search_trees, topology, ranks) if uses_chains(topology, ranks) else None
+        defined = defined_trees(topology, ranks)
+        chains = defined is None and uses_chains(topology, ranks)
+        trees = _searched(search_trees, topology, ranks) if chains else None
         local = _searched(search_rings, topology, group[:g]) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
         torus = torus_group(topology, ranks)
-        return cls(len(group), g, rings, trees, local, counts, torus, multi)
+        return cls(len(group), g, rings, trees, local, counts, torus, multi, defined)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
-        ``channels`` and ``chunks``): channel ``k`` uses the plan's channel ``k mod n``."""
+        ``channels`` and ``chunks``): channel ``k`` uses the plan's channel ``k mod n``; both
+        halves of tree channel ``k`` ride defined tree ``k mod x`` where the node model defines
+        trees, as both halves of a chain channel ride its chain (RCCL gives a channel one tree)."""
         if algorithm == "ring" and self.rings is not None and self.nranks > 1:
             orders = self.rings.orders()
             return {"orders": [orders[k % len(orders)] for k in range(channels)]}
+        if algorithm == "tree" and self.defined:
+            trees = [list(self.defined[k % len(self.defined)]) for k in range(channels)]
+            return {"parents": [[t, t] for t in trees]}
         if algorithm == "tree" and self.trees is not None:
             n = self.trees.n_channels
             pairs = [
@@ -182,30 +194,23 @@ class GroupShape:
 
 
 def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:
-    """Whether the library's tree inside a server is the searched chain: always across servers,
-    and on one server unless the library runs hand-made trees there (RCCL's node models with
-    ``treeDefined=1``, :data:`~scaleup.sim.params.RCCL_DEFINED_TREE_ARCHS`) or the accelerators
-    have no vendor library at all (``vendor = "generic"``, the UALink estimate): the chain is
-    NCCL's and RCCL's topology search's (``ncclTopoPreset``), which no library of a generic part
-    is known to build, and such a part keeps the textbook double binary tree over its ranks. (A
-    128-rank chain also costs 10-30 s per simulation, where the binary tree is cheap.)
+    """Whether the library's tree inside a server is the searched chain (where RCCL's node model
+    defines no trees, :func:`~scaleup.tune.rccl_trees.defined_trees`): always across servers,
+    and on one server unless the accelerators have no vendor library at all (``vendor =
+    "generic"``, the UALink estimate): the chain is NCCL's and RCCL's topology search's
+    (``ncclTopoPreset``), which no library of a generic part is known to build, and such a part
+    keeps the textbook double binary tree over its ranks. (A 128-rank chain also costs 10-30 s
+    per simulation, where the binary tree is cheap.)
 
     >>> from scaleup.topology import resolve_topology
     >>> [uses_chains(resolve_topology(p)) for p in ("dgx-h100", "mi250x-8", "ualink-pod")]
-    [True, False, False]
+    [True, True, False]
     """
     if len(set(analysis.rank_nodes(topology, ranks))) > 1:
         return True
-    index = None if ranks is None else [int(r) for r in ranks]
     accs = topology.accelerators
-    chosen = accs if index is None else [accs[r] for r in index]
-    parts = [hardware.accelerator(a.type) for a in chosen]
-    if any(str(p.vendor) not in LIBRARIES for p in parts):
-        return False
-    if library_for(topology, index) != "rccl":
-        return True
-    archs = {str(p.arch) for p in parts}
-    return not archs & P.RCCL_DEFINED_TREE_ARCHS
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    return all(str(hardware.accelerator(a.type).vendor) in LIBRARIES for a in chosen)
 
 
 def _searched(

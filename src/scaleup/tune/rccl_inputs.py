@@ -30,13 +30,13 @@ from scaleup.topology.model import Topology
 from scaleup.tune import rccl_tables as R
 from scaleup.tune.nccl_model import Graph, ModelInputs
 
-__all__ = ["MAXCHANNELS", "rccl_model_inputs"]
+__all__ = ["MAXCHANNELS", "rccl_model_inputs", "xgmi_links"]
 
 #: RCCL's ``MAXCHANNELS`` (src/include/device.h line 65).
 MAXCHANNELS: Final = 128
 
 
-def _xgmi_links(topology: Topology, ids: set[str]) -> dict[str, dict[str, int]]:
+def xgmi_links(topology: Topology, ids: set[str]) -> dict[str, dict[str, int]]:
     """{GPU id: {peer GPU id: xGMI link count}} among ``ids``."""
     out: dict[str, dict[str, int]] = {i: {} for i in ids}
     for ch in topology.channels:
@@ -67,7 +67,7 @@ def rccl_model_inputs(topology: Topology, ranks: Sequence[int] | None = None) ->
     if node is None or any(per_node[n] != c or c != node.gpus for n, c in in_group.items()):
         return None
     gfx = R.GFX[arch]
-    links = _xgmi_links(topology, {a.id for a in chosen})
+    links = xgmi_links(topology, {a.id for a in chosen})
     total = max(sum(peers.values()) for peers in links.values()) * R.xgmi_width(gfx)
     if total <= 0:
         return None

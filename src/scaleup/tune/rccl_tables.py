@@ -27,6 +27,8 @@ __all__ = [
     "PIVOT_TREE_CHANNELS",
     "PIVOT_TREE_MAX_BYTES",
     "RING_CORRECTION",
+    "ROME_MODEL_56_LINKS",
+    "ROME_MODEL_56_TREES",
     "TREE_CORRECTION",
     "XGMI_WIDTH",
     "RcclNode",
@@ -151,7 +153,10 @@ class RcclNode:
     1355-1380) sets for the model: the ``tuning`` set, ``ll128Enabled``, ``baseBw`` (GB/s, 0:
     none; it replaces ``nChannels x bw``, tuning.cc line 369), ``treeDefined``,
     ``pivotA2ANumBiRings``, how many rings its ``ringBase`` lists for this node (the ring
-    graph's ``nChannels``, parseGraph, line 1228) and its GPUs per node (``nGpus``)."""
+    graph's ``nChannels``, parseGraph, line 1228) and its GPUs per node (``nGpus``). Where it
+    defines trees: its ``treeBase`` string (GPUs by the model's numbering; parsed by
+    :func:`scaleup.tune.rccl_trees.parse_tree_base`) and its ``connMatrix`` as (GPU, GPU, xGMI
+    links) for each linked pair, which RCCL matches to the node's GPUs."""
 
     tuning: int
     rings: int
@@ -161,6 +166,34 @@ class RcclNode:
     tree_defined: bool = False
     pivot_birings: int = 0
     source: str = ""
+    tree_base: str = ""
+    links: tuple[tuple[int, int, int], ...] = ()
+
+
+#: rome_model_56's ``treeBase`` (rome_models.cc line 377), verbatim: 12 trees over its 16 GCDs,
+#: each a root with two chains (of 8 and 7 GCDs), every edge one xGMI link.
+ROME_MODEL_56_TREES: Final = (
+    "(0(1(3(2(6(7(15(14(10))))))))(4(5(13(12(8(9(11))))))))|"
+    "(2(3(7(6(13(12(8(9(10))))))))(1(0(4(5(14(15(11))))))))|"
+    "(14(15(11(10(8(9(13(12(4))))))))(6(7(3(2(0(1(5))))))))|"
+    "(10(11(9(8(12(13(5(4(0))))))))(14(15(7(6(2(3(1))))))))|"
+    "(10(11(15(14(5(4(0(1(2))))))))(9(8(12(13(6(7(3))))))))|"
+    "(4(5(1(0(2(3(7(6(14))))))))(12(13(9(8(10(11(15))))))))|"
+    "(6(7(15(14(10(11(9(8(12))))))))(2(3(1(0(4(5(13))))))))|"
+    "(13(12(8(9(10(11(15(14(5))))))))(6(7(3(2(1(0(4))))))))|"
+    "(8(9(13(12(4(5(1(0(2))))))))(10(11(15(14(6(7(3))))))))|"
+    "(12(13(5(4(0(1(3(2(6))))))))(8(9(11(10(14(15(7))))))))|"
+    "(5(4(0(1(2(3(7(6(13))))))))(14(15(11(10(9(8(12))))))))|"
+    "(2(3(7(6(14(15(11(10(8))))))))(0(1(5(4(12(13(9))))))))"
+)
+#: rome_model_56's ``connMatrix`` (line 371; 16 x 16 xGMI link counts) as its linked pairs
+#: (GPU, GPU, links): in-package pairs 4 links, the rest 1 or 2.
+ROME_MODEL_56_LINKS: Final = (
+    (0, 1, 4), (0, 2, 1), (0, 4, 2), (1, 2, 1), (1, 3, 1), (1, 5, 1), (2, 3, 4),
+    (2, 6, 1), (3, 7, 2), (4, 5, 4), (4, 12, 1), (5, 13, 1), (5, 14, 1), (6, 7, 4),
+    (6, 13, 1), (6, 14, 1), (7, 15, 1), (8, 9, 4), (8, 10, 1), (8, 12, 2), (9, 10, 1),
+    (9, 11, 1), (9, 13, 1), (10, 11, 4), (10, 14, 1), (11, 15, 2), (12, 13, 4), (14, 15, 4),
+)  # fmt: skip
 
 
 #: (catalog architecture, several nodes) -> the node model RCCL matches for the catalog's AMD
@@ -173,8 +206,15 @@ NODE_MODELS: Final = MappingProxyType(
         ("cdna4", False): RcclNode(5, 28, 8, source="ESTIMATE: rome_model_79"),
         ("cdna4", True): RcclNode(5, 64, 8, source="ESTIMATE: rome_model_81"),
         ("cdna2", False): RcclNode(
-            1, 6, 16, tree_defined=True, pivot_birings=3, source="rome_model_56, lines 366-378"
-        ),
+            1,
+            6,
+            16,
+            tree_defined=True,
+            pivot_birings=3,
+            source="rome_model_56, lines 366-378",
+            tree_base=ROME_MODEL_56_TREES,
+            links=ROME_MODEL_56_LINKS,
+        ),  # fmt: skip
         ("cdna2", True): RcclNode(
             4, 32, 16, ll128=True, base_bw=161.4, source="rome_model_59 / _65, lines 393-443"
         ),
