@@ -16,6 +16,7 @@ from scaleup.sim.fairshare import (
     maxmin,
     maxmin_columns,
     maxmin_entries,
+    sparse_matvec,
 )
 
 
@@ -100,6 +101,18 @@ def test_columns_solver_leaves_a_variable_crossing_nothing_unbounded() -> None:
     rates = maxmin_columns(np.array([0, 1, 1]), np.array([0]), np.array([1.0]), np.array([4.0]),
                            np.array([2, 1]))  # fmt: skip
     assert rates.tolist() == [2.0, np.inf]
+
+
+def test_sparse_matvec_adds_in_entry_order_as_bincount_does() -> None:
+    rng = np.random.default_rng(3)
+    a = sp.csc_array((rng.random((40, 25)) < 0.3) * rng.random((40, 25)))
+    x = rng.random(25)
+    col = np.repeat(np.arange(25), np.diff(a.indptr))
+    want = np.bincount(a.indices, weights=a.data * x[col], minlength=40)
+    assert np.array_equal(sparse_matvec("csc", a.indptr, a.indices, a.data, x, 40), want)
+    y = rng.random(40)  # the same arrays read as CSR are the transpose
+    got = sparse_matvec("csr", a.indptr, a.indices, a.data, y, 25)
+    assert np.allclose(got, a.T @ y, rtol=1e-12)
 
 
 def test_registry() -> None:

@@ -33,6 +33,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+try:  # the C kernels behind a sparse array's ``@`` (private: the public path stands in)
+    from scipy.sparse import _sparsetools
+except ImportError:  # pragma: no cover - a scipy that moved them
+    _sparsetools = None
+
 from scaleup.errors import SimulationError, UsageError
 
 __all__ = [
@@ -46,6 +51,7 @@ __all__ = [
     "maxmin_entries",
     "merge_constraints",
     "register_solver",
+    "sparse_matvec",
 ]
 
 Solver = Callable[..., np.ndarray]
@@ -198,6 +204,22 @@ def _ones(n: int) -> np.ndarray:
     return _ONES[:n]
 
 
+def sparse_matvec(
+    fmt: str, ptr: np.ndarray, index: np.ndarray, data: np.ndarray, x: np.ndarray, n_rows: int
+) -> np.ndarray:
+    """``A @ x`` for the compressed matrix ``(data, index, ptr)`` with ``n_rows`` rows, ``fmt``
+    "csc" (``ptr`` over columns: each row's entries added in their order, as ``bincount``
+    does) or "csr". scipy's kernel without the checks of a sparse array object, which cost more
+    than the product on a solver's small matrices; ``ptr`` and ``index`` share one integer
+    type, ``data`` and ``x`` are float64."""
+    if _sparsetools is None:
+        kind = sp.csc_array if fmt == "csc" else sp.csr_array
+        return np.asarray(kind((data, index, ptr), shape=(n_rows, len(x))) @ x)
+    y = np.zeros(n_rows)
+    getattr(_sparsetools, f"{fmt}_matvec")(n_rows, len(x), ptr, index, data, x, y)
+    return y
+
+
 def maxmin_columns(
     col_ptr: np.ndarray,
     row: np.ndarray,
@@ -228,13 +250,21 @@ def maxmin_columns(
         level = 0.0
         steps = np.empty(n_c)
         ids = np.arange(n_v)  # the variable each column of the (compacted) system stands for
+        row = np.asarray(row, dtype=np.int32 if n_c < 2**31 else np.int64)
+        col_ptr = np.asarray(col_ptr, dtype=np.int32 if len(row) < 2**31 else np.int64)
+        if row.dtype != col_ptr.dtype:
+            row = row.astype(np.int64)
+            col_ptr = col_ptr.astype(np.int64)
+        use = np.ascontiguousarray(use, dtype=np.float64)
         while True:
-            usage = sp.csc_array((use, row, col_ptr), shape=(n_c, len(ids)))
-            pattern = sp.csr_array((_ones(len(row)), row, col_ptr), shape=(len(ids), n_c))
+            ones = _ones(len(row))
             while True:
-                inc, saturated = _fill(usage @ x, remaining, tol, steps)
+                load = sparse_matvec("csc", col_ptr, row, use, x, n_c)
+                inc, saturated = _fill(load, remaining, tol, steps)
                 level += inc
-                newly = (pattern @ saturated.astype(np.float64) > 0) & (x > 0)
+                sat = saturated.astype(np.float64)
+                touched = sparse_matvec("csr", col_ptr, row, ones, sat, len(ids))
+                newly = (touched > 0) & (x > 0)
                 if not newly.any():  # no capacity binds what is left: rates stay inf
                     break
                 rate[ids[newly]] = level

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from scaleup.collectives.op_table import csr_rows, csr_rows_lengths
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
-from scaleup.sim.fairshare import maxmin, maxmin_columns, maxmin_entries
+from scaleup.sim.fairshare import maxmin, maxmin_columns, maxmin_entries, sparse_matvec
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.quotient import Quotient
 from scaleup.sim.timeline import SimResult
@@ -327,8 +327,7 @@ class Run:
         # payload flow per merged constraint, in units of capacity (x capacity at the end);
         # a CSC product adds each constraint's entries in order, as the bincount does
         if len(m_idx) >= _COLUMNS_FROM:
-            carried = sp.csc_array((m_car[m_idx], hit, ptr), shape=(len(m_cap), len(uv)))
-            flow = carried @ (rates * cnt)
+            flow = sparse_matvec("csc", ptr, hit, m_car[m_idx], rates * cnt, len(m_cap))
         else:
             m_col = np.repeat(self.iota[: len(uv)], m_len)
             flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
