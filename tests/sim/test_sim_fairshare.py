@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scaleup.errors import UsageError
-from scaleup.sim.fairshare import SOLVERS, equal_share, get_solver, maxmin
+from scaleup.sim.fairshare import (
+    SOLVERS,
+    equal_share,
+    get_solver,
+    maxmin,
+    maxmin_columns,
+    maxmin_entries,
+    sparse_matvec,
+)
 
 
 def test_three_flows_by_hand() -> None:
@@ -70,6 +78,41 @@ def test_properties(system: tuple[np.ndarray, np.ndarray]) -> None:
         assert any(rates[v] >= rates[usage[c] > 0].max() * (1 - 1e-9) for c in on)
     perm = np.random.default_rng(0).permutation(usage.shape[1])  # order-independent
     assert np.allclose(maxmin(usage[:, perm], cap)[np.argsort(perm)], rates, rtol=1e-12)
+
+
+@given(systems(), st.data())
+def test_columns_solver_is_the_entries_solver_bit_for_bit(
+    system: tuple[np.ndarray, np.ndarray], data: st.DataObject
+) -> None:
+    usage, cap = system
+    n_c, n_v = usage.shape
+    count = np.array(data.draw(st.lists(st.integers(0, 5), min_size=n_v, max_size=n_v)))
+    csc = sp.csc_array(usage)
+    col = np.repeat(np.arange(n_v), np.diff(csc.indptr))
+    want = maxmin_entries(csc.indices, col, csc.data, cap, count)
+    got = maxmin_columns(csc.indptr, csc.indices, csc.data, cap, count)
+    assert np.array_equal(got, want)  # the same floats, not merely close
+    assert np.array_equal(maxmin_columns(csc.indptr, csc.indices, csc.data, cap, count * 0),
+                          np.zeros(n_v))  # fmt: skip
+
+
+def test_columns_solver_leaves_a_variable_crossing_nothing_unbounded() -> None:
+    # variable 1 has no entries: inf, as maxmin_entries says (the run then raises)
+    rates = maxmin_columns(np.array([0, 1, 1]), np.array([0]), np.array([1.0]), np.array([4.0]),
+                           np.array([2, 1]))  # fmt: skip
+    assert rates.tolist() == [2.0, np.inf]
+
+
+def test_sparse_matvec_adds_in_entry_order_as_bincount_does() -> None:
+    rng = np.random.default_rng(3)
+    a = sp.csc_array((rng.random((40, 25)) < 0.3) * rng.random((40, 25)))
+    x = rng.random(25)
+    col = np.repeat(np.arange(25), np.diff(a.indptr))
+    want = np.bincount(a.indices, weights=a.data * x[col], minlength=40)
+    assert np.array_equal(sparse_matvec("csc", a.indptr, a.indices, a.data, x, 40), want)
+    y = rng.random(40)  # the same arrays read as CSR are the transpose
+    got = sparse_matvec("csr", a.indptr, a.indices, a.data, y, 25)
+    assert np.allclose(got, a.T @ y, rtol=1e-12)
 
 
 def test_registry() -> None:

@@ -104,6 +104,11 @@ class Environment:
 
     def step(self) -> None:
         """Process the next live event; raise :class:`EmptySchedule` if there is none."""
+        if not self._step():
+            raise EmptySchedule("no events left")
+
+    def _step(self) -> bool:
+        """Process the next live event; False if there is none."""
         queue = self._queue
         while queue:
             time_s, _, _, event = heapq.heappop(queue)
@@ -112,14 +117,18 @@ class Environment:
             self._now = time_s
             for callback in event.callbacks:
                 callback(event)
-            return
-        raise EmptySchedule("no events left")
+            return True
+        return False
 
     def run(self, until: float | None = None) -> None:
         """Process events until none is left, or until simulated time would pass ``until``."""
         if until is not None and until < self._now:
             raise SimulationError(f"until ({until}) must be >= the current time ({self._now})")
-        limit = math.inf if until is None else float(until)
+        if until is None:  # no peek before each step: the simulator's whole run goes here
+            while self._step():
+                pass
+            return
+        limit = float(until)
         while self.peek() <= limit and self._queue:
             self.step()
         if until is not None:

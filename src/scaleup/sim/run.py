@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from scaleup.collectives.op_table import csr_rows, csr_rows_lengths
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
-from scaleup.sim.fairshare import maxmin, maxmin_entries
+from scaleup.sim.fairshare import maxmin, maxmin_columns, maxmin_entries, sparse_matvec
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.quotient import Quotient
 from scaleup.sim.timeline import SimResult
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from scaleup.sim.simulate import CompiledSchedule
 
 __all__ = ["Run", "Slowed"]
+
+#: Entries from which a solve runs on sparse products (:func:`maxmin_columns`) rather than on
+#: compacting entry lists (:func:`maxmin_entries`, less overhead per round): both give the same
+#: floats, so this only moves time.
+_COLUMNS_FROM = 2048
 
 
 class Slowed(NamedTuple):
@@ -64,6 +69,8 @@ class Run:
             self.merged, self.release_s = slowed.merged, slowed.release_s
         #: the rate memo's key: active variables by column class (equal columns, equal rates)
         self.var_class = c.var_classes(proto)
+        m_row = self.merged[1]  # 32-bit row indices where they fit: sparse products take them
+        self.m_row = m_row.astype(np.int32) if len(m_row) < 2**31 - 1 else m_row
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -86,6 +93,7 @@ class Run:
         self.resolve_pending = False
         self.n_events = 0
         self.pos = np.zeros(c.n_vars, dtype=np.int64)
+        self.iota = np.arange(c.n_vars, dtype=np.int64)
         self.a_thr = np.zeros(0)  # remaining bytes at which an op releases its cut-through succs
         self.a_tt = np.zeros(0)  # when it will (inf: no pending release)
         self.pipe = _Pipelined(self, step_bytes) if step_bytes is not None and n else None
@@ -150,10 +158,11 @@ class Run:
             return
         order = np.argsort(when, kind="stable")  # by time, ops of one time in their order
         ordered = when[order]
-        bounds = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-        times = ordered[np.r_[0, bounds]]
-        for k, group in enumerate(np.split(ops[order], bounds)):
-            self._at(float(times[k]), group, self._on_start, START)
+        grouped = ops[order]
+        bounds = ((ordered[1:] != ordered[:-1]).nonzero()[0] + 1).tolist()
+        begins = [0, *bounds]
+        for t, a, b in zip(ordered[begins].tolist(), begins, [*bounds, len(ops)], strict=True):
+            self._at(t, grouped[a:b], self._on_start, START)
 
     def _at(self, time_s: float, value: Any, handler: Any, priority: int) -> Event:
         event = Event(handler, value)
@@ -191,8 +200,12 @@ class Run:
             return
         np.subtract.at(self.deps_left, succ, 1)
         ready = succ[self.deps_left[succ] == 0]
-        if len(ready) > 1:
-            ready = np.unique(ready)
+        if len(ready) > 1:  # sorted, each once (np.unique's answer, without its overhead)
+            ready = np.sort(ready)
+            first = np.empty(len(ready), dtype=bool)
+            first[0] = True
+            np.not_equal(ready[1:], ready[:-1], out=first[1:])
+            ready = ready[first]
         self._release(ready, now)
 
     def _need_resolve(self) -> None:
@@ -261,11 +274,11 @@ class Run:
             self.acc_bytes = np.zeros(0)
             return
         counts = np.bincount(self.a_var, minlength=self.c.n_vars)
-        uv = np.flatnonzero(counts)
+        uv = counts.nonzero()[0]
         cnt = counts[uv]
         key = self.var_class[uv].tobytes() + cnt.tobytes()
         pos = self.pos
-        pos[uv] = np.arange(len(uv))
+        pos[uv] = self.iota[: len(uv)]
         inv = pos[self.a_var]
         hit = self.memo.get(key)
         if hit is None:
@@ -285,11 +298,16 @@ class Run:
         self.completion = self._at(nxt, None, self._on_complete, COMPLETE)
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        m_ptr, m_row, m_use, m_cap, m_car, _group = self.merged
+        m_ptr, _m_row, m_use, m_cap, m_car, _group = self.merged
         m_idx, m_len = csr_rows_lengths(m_ptr, uv)
-        m_col = np.repeat(np.arange(len(uv)), m_len)
-        hit = m_row[m_idx]
-        if self.solver is maxmin:  # fast path: progressive filling on merged constraints
+        # the active variables' columns in CSC form (32-bit indices: scipy's own, no copy)
+        ptr = np.zeros(len(uv) + 1, dtype=self.m_row.dtype)
+        np.cumsum(m_len, out=ptr[1:])
+        hit = self.m_row[m_idx]
+        if self.solver is maxmin and len(m_idx) >= _COLUMNS_FROM:  # progressive filling on
+            rates = maxmin_columns(ptr, hit, m_use[m_idx], m_cap, cnt)  # merged constraints
+        elif self.solver is maxmin:  # the same floats; cheaper on a few entries
+            m_col = np.repeat(self.iota[: len(uv)], m_len)
             rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
         else:
             col_ptr, row, use, _carried = self.system
@@ -306,8 +324,14 @@ class Run:
             raise SimulationError(
                 "a transfer got no bandwidth (a zero-capacity or unbounded route)"
             )
-        # payload flow per merged constraint, in units of capacity (x capacity at the end)
-        flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col], minlength=len(m_cap))
+        # payload flow per merged constraint, in units of capacity (x capacity at the end);
+        # a CSC product adds each constraint's entries in order, as the bincount does
+        if len(m_idx) >= _COLUMNS_FROM:
+            flow = sparse_matvec("csc", ptr, hit, m_car[m_idx], rates * cnt, len(m_cap))
+        else:
+            m_col = np.repeat(self.iota[: len(uv)], m_len)
+            flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
+                               minlength=len(m_cap))  # fmt: skip
         used = np.flatnonzero(flow > 0)
         return rates, used, flow[used]
 
