@@ -196,7 +196,8 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     which = channel % 2  # channel c rides tree c % 2
     s, p = len(keep), len(tpl[0].kind)
 
-    def per_op(name: str) -> np.ndarray:  # (S, P) from the slices' templates
+    def per_op(name: str) -> np.ndarray:  # (S, P, ...) from the slices' templates (the two
+        # trees are relabellings of one shape: their templates have the same sizes)
         return np.stack([getattr(t, name) for t in tpl])[which]
 
     ids = np.arange(s * p, dtype=np.int64).reshape(s, p)
