@@ -100,20 +100,31 @@ def _switch_classes(
     inverse = np.zeros(len(ops), dtype=np.int64)
     first: list[np.ndarray] = []
     keys: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
-    shapes, shape_of = np.unique(np.stack([n_src, n_dst], axis=1), axis=0, return_inverse=True)
+    shapes, _, shape_of = _unique_rows(np.stack([n_src, n_dst], axis=1))
     for j, (a, b) in enumerate(shapes.tolist()):
-        group = np.flatnonzero(shape_of.ravel() == j)
+        group = np.flatnonzero(shape_of == j)
         members = ops[group]
         rows = np.concatenate([
             rmap[t.rank[members]][:, None],
             rmap[t.src_rank[csr_rows(t.src_ptr, members)]].reshape(-1, a),
             rmap[t.dst_rank[csr_rows(t.dst_ptr, members)]].reshape(-1, b),
         ], axis=1)  # fmt: skip
-        uniq, at, inv = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        inverse[group] = len(keys) + inv.ravel()
+        uniq, at, inv = _unique_rows(rows)
+        inverse[group] = len(keys) + inv
         first.append(group[at])
         keys.extend((int(r[0]), tuple(r[1 : 1 + a]), tuple(r[1 + a :])) for r in uniq.tolist())
     return np.concatenate(first), inverse, keys
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_index=True, return_inverse=True)`` by a lexicographic
+    sort of the columns (several times faster than unique's sort of whole rows)."""
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new], order[new], inverse  # a stable sort: a class's first row comes first
 
 
 @dataclass(frozen=True)
