@@ -69,21 +69,62 @@ def op_routes(
         canon[p2p] = inv
         n_p2p_routes = len(uniq)
     switch_ops = np.flatnonzero(t.kind == int(OpKind.SWITCH_REDUCE))
-    for i in switch_ops:
-        srcs = tuple(int(r) for r in rmap[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]])
-        dsts = tuple(int(r) for r in rmap[t.dst_rank[t.dst_ptr[i] : t.dst_ptr[i + 1]]])
-        try:
-            route[i] = net.switch_route(srcs, dsts, int(rmap[t.rank[i]]))
-        except SimulationError as error:
-            raise SimulationError(
-                error.message, source=topology.name, entry=error.entry, op=int(i)
-            ) from None
     if len(switch_ops):
+        first, inverse, keys = _switch_classes(t, rmap, switch_ops)
+        ids = np.zeros(len(first), dtype=np.int64)
+        for j in np.argsort(first, kind="stable").tolist():  # routes added in op order
+            issuer, srcs, dsts = keys[j]
+            try:
+                ids[j] = net.switch_route(srcs, dsts, issuer)
+            except SimulationError as error:
+                raise SimulationError(
+                    error.message, source=topology.name, entry=error.entry,
+                    op=int(switch_ops[first[j]]),
+                ) from None  # fmt: skip
+        route[switch_ops] = ids[inverse]
         _, first, sw_inv = np.unique(route[switch_ops], return_index=True, return_inverse=True)
         appearance = np.empty(len(first), dtype=np.int64)
         appearance[np.argsort(first, kind="stable")] = np.arange(len(first))
         canon[switch_ops] = n_p2p_routes + appearance[sw_inv]
     return route, canon
+
+
+def _switch_classes(
+    t: OpTable, rmap: np.ndarray, ops: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, tuple[int, ...], tuple[int, ...]]]]:
+    """The distinct (issuer, sources, destinations) accelerators of switch ops ``ops``:
+    ``(first, inverse, keys)``, the position in ``ops`` where each class first appears, the class
+    of every op, and each class's key. Ops are grouped by their numbers of sources and
+    destinations, then by their rows of accelerators (numpy, no per-op tuples)."""
+    n_src, n_dst = np.diff(t.src_ptr)[ops], np.diff(t.dst_ptr)[ops]
+    inverse = np.zeros(len(ops), dtype=np.int64)
+    first: list[np.ndarray] = []
+    keys: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
+    shapes, _, shape_of = _unique_rows(np.stack([n_src, n_dst], axis=1))
+    for j, (a, b) in enumerate(shapes.tolist()):
+        group = np.flatnonzero(shape_of == j)
+        members = ops[group]
+        rows = np.concatenate([
+            rmap[t.rank[members]][:, None],
+            rmap[t.src_rank[csr_rows(t.src_ptr, members)]].reshape(-1, a),
+            rmap[t.dst_rank[csr_rows(t.dst_ptr, members)]].reshape(-1, b),
+        ], axis=1)  # fmt: skip
+        uniq, at, inv = _unique_rows(rows)
+        inverse[group] = len(keys) + inv
+        first.append(group[at])
+        keys.extend((int(r[0]), tuple(r[1 : 1 + a]), tuple(r[1 + a :])) for r in uniq.tolist())
+    return np.concatenate(first), inverse, keys
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_index=True, return_inverse=True)`` by a lexicographic
+    sort of the columns (several times faster than unique's sort of whole rows)."""
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    new = np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)]
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new], order[new], inverse  # a stable sort: a class's first row comes first
 
 
 @dataclass(frozen=True)

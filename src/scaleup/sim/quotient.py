@@ -15,6 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from scaleup.collectives.op_table import csr_rows
 from scaleup.sim.fairshare import column_classes, merge_constraints
+from scaleup.sim.memo import RateMemo
 from scaleup.sim.pipeline import Pipeline
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.symmetry import Generator, Symmetry
@@ -61,7 +62,7 @@ class Quotient:
             parts["system"],
             parts["capacity"],
             parts["latency"][rep],
-            {},
+            RateMemo(),
         )
         self._merged = merge_constraints(parts["system"], parts["capacity"])
         self._classes: np.ndarray | None = None

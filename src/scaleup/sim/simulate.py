@@ -35,6 +35,7 @@ from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, variables
 from scaleup.sim.fairshare import column_classes, get_solver, merge_constraints
+from scaleup.sim.memo import RateMemo
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
 from scaleup.sim.protocols import Protocol, for_topology, host_launch_s, protocol
@@ -136,7 +137,8 @@ class CompiledSchedule:
                             for r in self.cta_rank])  # fmt: skip
         capacity = np.r_[net.capacity, cta_cap]
         latency = self._step_latency(proto) + self.op_route_latency
-        out: tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]] = (system, capacity, latency, {})
+        memo: dict[bytes, Any] = RateMemo()  # every run of this protocol's, within a budget
+        out = (system, capacity, latency, memo)
         self._per_protocol[proto.name] = out
         return out
 
@@ -167,7 +169,7 @@ class CompiledSchedule:
         latency = step * op_factor + self.op_route_latency
         release_s = self.start_s(proto) + stragglers.op_ranks_max(t, stragglers.rank_skew_s(nranks))
         merged = merge_constraints(system, capacity)
-        hit = self._slowed[key] = Slowed(system, capacity, latency, {}, merged, release_s)
+        hit = self._slowed[key] = Slowed(system, capacity, latency, RateMemo(), merged, release_s)
         return hit
 
     def merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:

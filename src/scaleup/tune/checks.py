@@ -87,10 +87,12 @@ def reduced_copy(timed: Schedule) -> tuple[Schedule, int]:
     return timed, 1
 
 
-def _key(schedule: Schedule) -> Hashable:
-    """Everything a builder's structure depends on except the count."""
+def _key(schedule: Schedule, **changes: Any) -> Hashable:
+    """Everything a builder's structure depends on except the count (with ``changes`` to its
+    parameters: the key of the schedule :func:`_rebuild` makes, without building it)."""
     spec = schedule.spec
-    params = tuple(sorted((k, _frozen(v)) for k, v in schedule.params.items()))
+    merged = {**schedule.params, **changes}
+    params = tuple(sorted((k, _frozen(v)) for k, v in merged.items()))
     return (schedule.algorithm, spec.collective, spec.nranks, spec.root, spec.redop, params)
 
 
@@ -114,9 +116,10 @@ class CheckedSet:
     def check_lanes(self, timed: Schedule) -> str:
         """Replay ``timed``'s structure in lanes: ``"lanes"``, or ``"unchecked"`` when even that
         is too large to replay; raises the ScheduleError of a wrong structure."""
-        lanes = _lanes(timed)
-        key = (_key(lanes), "lanes")
+        count, changes = _lanes(timed)
+        key = (_key(timed, **changes), "lanes")  # known before the lanes structure is built
         if key not in self._verdicts:
+            lanes = _rebuild(timed, count, **changes)
             if lanes.n_ops <= VERIFY_MAX_OPS:
                 verify(lanes, dtype=_dtype(timed))
             self._verdicts[key] = "lanes" if lanes.n_ops <= VERIFY_MAX_OPS else "unchecked"
@@ -139,12 +142,13 @@ def _dtype(schedule: Schedule) -> str:
     return "int32" if schedule.spec.redop != "prod" else "float32"
 
 
-def _lanes(timed: Schedule) -> Schedule:
-    """``timed``'s structure with channels and chunks capped at 2 (the first two ring orders), at
-    an uneven count, so that blocks of different sizes meet too."""
+def _lanes(timed: Schedule) -> tuple[int, dict[str, Any]]:
+    """The count and parameter changes of ``timed``'s structure in lanes: channels and chunks
+    capped at 2 (the first two ring orders), at an uneven count, so that blocks of different
+    sizes meet too."""
     params = timed.params
     lanes, depth = min(int(params.get("channels") or 1), 2), min(int(params.get("chunks", 1)), 2)
     changes: dict[str, Any] = {"channels": lanes, "chunks": depth}
     if params.get("orders") is not None:
         changes["orders"] = params["orders"][:lanes]
-    return _rebuild(timed, 2 * timed.spec.nranks * lanes * depth + 1, **changes)
+    return 2 * timed.spec.nranks * lanes * depth + 1, changes

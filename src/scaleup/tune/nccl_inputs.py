@@ -44,7 +44,7 @@ overhead and the Intel row of ``llMaxBws``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from scaleup import hardware
@@ -209,10 +209,14 @@ def _tree_graph(ring: Graph, intra_total: float, nnodes: int, compcap: int) -> G
 
 
 def _nvls_graph(
-    topology: Topology, ranks: Sequence[int] | None, multi: bool, compcap: int
+    topology: Topology,
+    ranks: Sequence[int] | None,
+    multi: bool,
+    compcap: int,
+    heads: Callable[[], ChannelPlan],
 ) -> Graph | None:
     try:
-        plan = nvls_heads(topology, ranks)
+        plan = heads()
     except Exception:  # noqa: BLE001 - no heads: no NVLS graph (the tuner's rules decide)
         return None
     if plan.n_channels < 2:
@@ -247,11 +251,16 @@ def comm_channels_for(inputs: ModelInputs) -> int:
 
 
 def model_inputs(
-    topology: Topology, ranks: Sequence[int] | None = None, shape: GroupShape | None = None
+    topology: Topology,
+    ranks: Sequence[int] | None = None,
+    shape: GroupShape | None = None,
+    heads: Callable[[], ChannelPlan] | None = None,
 ) -> ModelInputs | None:
     """NCCL's view of ``ranks`` of ``topology`` (default every accelerator); RCCL's on AMD parts
     (:func:`scaleup.tune.rccl_inputs.rccl_model_inputs`); None where the library's model does
-    not apply (generic parts, no row in NCCL's tables, no RCCL node model)."""
+    not apply (generic parts, no row in NCCL's tables, no RCCL node model). ``heads``: the
+    group's NVLS heads when asked (default: searched here), for an owner that reads them
+    elsewhere too."""
     library = library_for(topology, ranks)
     if library == "rccl":
         return rccl_model_inputs(topology, ranks)
@@ -278,7 +287,8 @@ def model_inputs(
         graphs["tree"] = _tree_graph(ring[0], ring[1], nnodes, compcap)
     capable = analysis.nvls_tree_capable if multi else analysis.nvls_capable
     if compcap >= 90 and capable(topology, ranks):
-        nvls = _nvls_graph(topology, ranks, multi, compcap)
+        search = heads or (lambda: nvls_heads(topology, ranks))
+        nvls = _nvls_graph(topology, ranks, multi, compcap, search)
         if nvls is not None:
             graphs["nvls" if not multi else "nvls_tree"] = nvls
     m = ModelInputs(len(chosen), nnodes, arch, graphs)

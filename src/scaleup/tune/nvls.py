@@ -26,6 +26,7 @@ from typing import Any
 from scaleup.collectives.spec import DTYPES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
+from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import nvls_heads
 
 __all__ = [
@@ -118,11 +119,13 @@ def server_block(topology: Topology, ranks: Sequence[int] | None = None) -> int 
     return g
 
 
-def nvls_tree_params(topology: Topology, ranks: Sequence[int] | None = None) -> dict[str, Any]:
+def nvls_tree_params(
+    topology: Topology, ranks: Sequence[int] | None = None, plan: ChannelPlan | None = None
+) -> dict[str, Any]:
     """The ``nvls_tree`` builder's parameters for a group: its server size and one head per NIC
-    (:func:`~scaleup.tune.channel_search.nvls_heads`: the rank nearest each NIC of the first
-    server, as local ranks; every server's wiring is the same on the presets)."""
+    (``plan``, default :func:`~scaleup.tune.channel_search.nvls_heads`: the rank nearest each NIC
+    of the first server, as local ranks; every server's wiring is the same on the presets)."""
     g = server_block(topology, ranks) or len(analysis.rank_nodes(topology, ranks))
-    plan = nvls_heads(topology, ranks)
+    plan = nvls_heads(topology, ranks) if plan is None else plan
     heads = tuple(sorted({ch.segments[0].ranks[0] % g for ch in plan.channels}))
     return {"ranks_per_node": g, "heads": heads or None}

@@ -20,6 +20,8 @@ from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
 from scaleup.sim.pattern import RingPattern
 from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
+from scaleup.tune.channel_plan import ChannelPlan
+from scaleup.tune.channel_search import nvls_heads
 from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPS
 from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
@@ -77,6 +79,7 @@ class Question:
         self._bounds: dict[tuple[Candidate, int], float] = {}
         self._params: dict[tuple[str, int], dict[str, Any]] = {}
         self._nccl_model: tuple[ModelInputs | None] | None = None
+        self._heads: ChannelPlan | None = None
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
@@ -87,7 +90,7 @@ class Question:
         params = self._params.get(key)
         if params is None:
             if algorithm == "nvls_tree":  # server size and one head per NIC
-                params = nvls_tree_params(self.topology, self.group)
+                params = nvls_tree_params(self.topology, self.group, self.nvls_heads())
             else:
                 params = self.shape.params(algorithm, channels)
             self._params[key] = params
@@ -222,11 +225,19 @@ class Question:
         timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)
         return timed
 
+    def nvls_heads(self) -> ChannelPlan:
+        """The group's NVLS heads (:func:`~scaleup.tune.channel_search.nvls_heads`), searched
+        once: the ``nvls_tree`` builder's parameters and NCCL's NVLS graph both read them."""
+        if self._heads is None:
+            self._heads = nvls_heads(self.topology, self.group)
+        return self._heads
+
     def nccl_model(self) -> ModelInputs | None:
         """NCCL's cost-model inputs for this group (:func:`scaleup.tune.nccl_inputs.
         model_inputs`; RCCL's on AMD nodes), once; None where neither applies."""
         if self._nccl_model is None:
-            self._nccl_model = (model_inputs(self.topology, self.group, self.shape),)
+            inputs = model_inputs(self.topology, self.group, self.shape, self.nvls_heads)
+            self._nccl_model = (inputs,)
         return self._nccl_model[0]
 
     @property

@@ -40,10 +40,10 @@ __all__ = [
     "check_int",
     "local_copies",
     "local_copy_schedule",
+    "op_table",
     "reduce_chains",
     "sequences",
     "split",
-    "switch_table",
     "table_builder",
 ]
 
@@ -359,7 +359,8 @@ def local_copy_schedule(
     return b.build()
 
 
-def switch_table(
+def op_table(
+    kind: np.ndarray,
     n_srcs: np.ndarray,
     src_rows: np.ndarray,
     n_dsts: np.ndarray,
@@ -368,12 +369,17 @@ def switch_table(
     issuer: np.ndarray,
     channel: np.ndarray,
     step: np.ndarray,
+    *,
+    n_deps: np.ndarray | None = None,
+    dep_idx: np.ndarray | None = None,
 ) -> OpTable:
-    """An OpTable of switch_reduce ops from numpy columns (no per-op Python objects).
+    """An OpTable from numpy columns (no per-op Python objects), for ops of any kind: the
+    builder's ``add_batch`` takes copy and reduce only (LEAD request in the coordination notes),
+    so schedules with switch_reduce ops assemble their table here.
 
     ``n_srcs[i]`` rows of ``src_rows`` ((S, 3): rank, buffer, offset) are op ``i``'s sources, in
-    op order; likewise the destinations. The builder's ``add_batch`` takes copy and reduce only
-    (LEAD request in the coordination notes), so NVLS schedules assemble their table here.
+    op order; likewise the destinations, and ``n_deps[i]`` entries of ``dep_idx`` its
+    dependencies (none when left out).
     """
     n = len(count)
 
@@ -385,11 +391,12 @@ def switch_table(
     src_rows = np.asarray(src_rows, dtype=np.int64).reshape(-1, 3)
     dst_rows = np.asarray(dst_rows, dtype=np.int64).reshape(-1, 3)
     return OpTable(
-        kind=np.full(n, int(OpKind.SWITCH_REDUCE)), rank=issuer, count=count, channel=channel,
-        step=step, src_ptr=ptr(n_srcs), src_rank=src_rows[:, 0], src_buffer=src_rows[:, 1],
-        src_offset=src_rows[:, 2], dst_ptr=ptr(n_dsts), dst_rank=dst_rows[:, 0],
-        dst_buffer=dst_rows[:, 1], dst_offset=dst_rows[:, 2],
-        dep_ptr=np.zeros(n + 1, dtype=np.int64), dep_idx=np.zeros(0, dtype=np.int64),
+        kind=kind, rank=issuer, count=count, channel=channel, step=step, src_ptr=ptr(n_srcs),
+        src_rank=src_rows[:, 0], src_buffer=src_rows[:, 1], src_offset=src_rows[:, 2],
+        dst_ptr=ptr(n_dsts), dst_rank=dst_rows[:, 0], dst_buffer=dst_rows[:, 1],
+        dst_offset=dst_rows[:, 2],
+        dep_ptr=ptr(np.zeros(n, dtype=np.int64) if n_deps is None else n_deps),
+        dep_idx=np.zeros(0, dtype=np.int64) if dep_idx is None else dep_idx,
     )  # fmt: skip
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, split, switch_table
-from scaleup.collectives.schedule import Schedule
+from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, op_table, split
+from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 
 __all__ = ["BUILDERS", "PARAMS", "normalise"]
@@ -80,9 +80,11 @@ def _schedule(
 
     n_src, src_rows = side(src_ranks, INPUT, src_off)
     n_dst, dst_rows = side(dst_ranks, OUTPUT, dst_off)
-    table = switch_table(
-        n_src, src_rows, n_dst, dst_rows, count[keep], issuer[keep], channel[keep], step[keep]
-    )
+    kind = np.full(n_ops, int(OpKind.SWITCH_REDUCE))
+    table = op_table(
+        kind, n_src, src_rows, n_dst, dst_rows, count[keep], issuer[keep], channel[keep],
+        step[keep],
+    )  # fmt: skip
     return Schedule(spec, "nvls", table, 0, params)
 
 

@@ -38,12 +38,14 @@ reduction into heads followed by a multicast.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from scaleup.collectives.algorithms._common import check_int, split
+import numpy as np
+
+from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, op_table, split
 from scaleup.collectives.algorithms.tree import dtree_parents
-from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Chunk, OpKind, Schedule
+from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
@@ -89,31 +91,23 @@ def check(spec: CollectiveSpec, params: dict[str, Any]) -> str | None:
     return None
 
 
-class _Lanes:
-    """Adds the ops of one lane after another; with ``chained``, op ``j`` of chunk ``c`` also
-    waits for op ``j`` of chunk ``c - 1`` (every chunk has the same ops then)."""
+#: A template row (server, local rank or HEAD, buffer): ``HEAD`` is the slice's head.
+HEAD = -1
 
-    def __init__(self, b: ScheduleBuilder, chained: bool) -> None:
-        self.b, self.chained = b, chained
-        self.prev: list[int] = []
-        self.cur: list[int] = []
 
-    def next_chunk(self) -> None:
-        self.prev, self.cur = self.cur, []
+@dataclass(frozen=True)
+class _Template:
+    """The ops of one slice over one tree, with op ids relative to the slice's first op and the
+    head's local rank left open (``HEAD``): every slice over that tree repeats them."""
 
-    def add(self, kind: OpKind, srcs: list[Chunk], dsts: list[Chunk], issuer: int,
-            deps: list[int], channel: int, step: int) -> int:  # fmt: skip
-        if self.chained and self.prev:
-            deps = [*deps, self.prev[len(self.cur)]]
-        b = self.b
-        if kind is OpKind.SWITCH_REDUCE:
-            op = b.switch_reduce(srcs, dsts, rank=issuer, deps=deps, channel=channel, step=step)
-        elif kind is OpKind.REDUCE:
-            op = b.reduce(srcs[0], dsts[0], rank=issuer, deps=deps, channel=channel, step=step)
-        else:
-            op = b.copy(srcs[0], dsts[0], rank=issuer, deps=deps, channel=channel, step=step)
-        self.cur.append(op)
-        return op
+    kind: np.ndarray  # (P,) op kinds
+    issuer: np.ndarray  # (P,) server of the issuing head
+    step: np.ndarray  # (P,)
+    deps: np.ndarray  # (P, D) relative op ids, -1 = none
+    n_src: np.ndarray  # (P,)
+    src: np.ndarray  # (R, 3) rows (server, local rank or HEAD, buffer)
+    n_dst: np.ndarray
+    dst: np.ndarray
 
 
 def _depths(parents: list[int]) -> list[int]:
@@ -126,60 +120,102 @@ def _depths(parents: list[int]) -> list[int]:
     return depth
 
 
-def _slice(lanes: _Lanes, g: int, head: list[int], parents: list[int], offset: int,
-           count: int, channel: int) -> None:  # fmt: skip
-    """The three phases of one slice (``head[N]``: its head rank in server ``N``)."""
-    b, m = lanes.b, len(head)
+def _template(g: int, parents: list[int]) -> _Template:
+    """The three phases of one slice over the tree ``parents`` (one node per server)."""
+    m = len(parents)
     depth = _depths(parents)
     top = max(depth)
+    ops: list[tuple[int, int, int, list[int], list[tuple[int, int, int]],
+                    list[tuple[int, int, int]]]] = []  # fmt: skip
+    server = [(N, r, INPUT) for N in range(m) for r in range(g)]
+
+    def add(kind: OpKind, issuer: int, step: int, deps: list[int],
+            src: list[tuple[int, int, int]], dst: list[tuple[int, int, int]]) -> int:  # fmt: skip
+        ops.append((int(kind), issuer, step, deps, src, dst))
+        return len(ops) - 1
+
     last = [
-        lanes.add(OpKind.SWITCH_REDUCE, [b.input(N * g + r, offset, count) for r in range(g)],
-                  [b.output(head[N], offset, count)], head[N], [], channel, 0)
+        add(OpKind.SWITCH_REDUCE, N, 0, [], server[N * g : (N + 1) * g], [(N, HEAD, OUTPUT)])
         for N in range(m)
-    ]  # fmt: skip
+    ]
     up_order = sorted(range(m), key=lambda v: (-depth[v], v))
     for v in up_order:  # children before parents: each head sends its whole subtree's sum
         p = parents[v]
         if p >= 0:
-            last[p] = lanes.add(
-                OpKind.REDUCE, [b.output(head[v], offset, count)],
-                [b.output(head[p], offset, count)], head[p], [last[v], last[p]], channel,
-                1 + top - depth[v],
-            )  # fmt: skip
+            last[p] = add(OpKind.REDUCE, p, 1 + top - depth[v], [last[v], last[p]],
+                          [(v, HEAD, OUTPUT)], [(p, HEAD, OUTPUT)])  # fmt: skip
     sent = [[op] for op in last]  # ops that must precede the multicast rewriting a head
     for v in reversed(up_order):  # parents before children: the sum comes back down
         p = parents[v]
         if p >= 0:
-            last[v] = lanes.add(
-                OpKind.COPY, [b.output(head[p], offset, count)],
-                [b.output(head[v], offset, count)], head[p], [last[p]], channel, top + depth[v],
-            )  # fmt: skip
+            last[v] = add(OpKind.COPY, p, top + depth[v], [last[p]], [(p, HEAD, OUTPUT)],
+                          [(v, HEAD, OUTPUT)])  # fmt: skip
             sent[p].append(last[v])
             sent[v] = [last[v]]
     for N in range(m):
-        lanes.add(OpKind.SWITCH_REDUCE, [b.output(head[N], offset, count)],
-                  [b.output(N * g + r, offset, count) for r in range(g)], head[N], sent[N],
-                  channel, 1 + 2 * top)  # fmt: skip
+        add(OpKind.SWITCH_REDUCE, N, 1 + 2 * top, sent[N], [(N, HEAD, OUTPUT)],
+            [(N, r, OUTPUT) for r in range(g)])  # fmt: skip
+    width = max(len(op[3]) for op in ops)
+    deps = np.full((len(ops), width), -1, dtype=np.int64)
+    for i, op in enumerate(ops):
+        deps[i, : len(op[3])] = op[3]
+
+    def column(j: int) -> np.ndarray:
+        return np.array([op[j] for op in ops], dtype=np.int64)
+
+    return _Template(
+        kind=column(0), issuer=column(1), step=column(2), deps=deps,
+        n_src=np.array([len(op[4]) for op in ops]), src=np.array([r for op in ops for r in op[4]]),
+        n_dst=np.array([len(op[5]) for op in ops]), dst=np.array([r for op in ops for r in op[5]]),
+    )  # fmt: skip
+
+
+def _rows(rows: np.ndarray, g: int, local: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """(S * R, 3) chunk rows (rank, buffer, offset) of every slice's template rows ((S, R, 3):
+    server, local rank or HEAD, buffer) with slice ``s``'s head ``local[s]`` and ``offset[s]``."""
+    head = np.where(rows[:, :, 1] == HEAD, local[:, None], rows[:, :, 1])
+    rank = rows[:, :, 0] * g + head
+    return np.stack([rank, rows[:, :, 2], np.broadcast_to(offset[:, None], rank.shape)], axis=2)
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     n, g, heads = spec.nranks, params["ranks_per_node"], params["heads"]
     m, k, chunks = n // g, params["channels"], params["chunks"]
-    b = ScheduleBuilder(spec, "nvls_tree", params=params, infer_deps=False)
+    h = len(heads)
     reg_off, reg_size = split(spec.count, k * chunks)  # lane = chunk * k + channel
-    lanes = _Lanes(b, chained=int(reg_size.min()) >= len(heads))
-    trees = dtree_parents(m)
-    for c in range(chunks):
-        lanes.next_chunk()
-        for ch in range(k):
-            lane = c * k + ch
-            rel, size = split(int(reg_size[lane]), len(heads))
-            for h, local in enumerate(heads):
-                if size[h]:
-                    head = [N * g + local for N in range(m)]
-                    offset = int(reg_off[lane] + rel[h])
-                    _slice(lanes, g, head, trees[ch % 2], offset, int(size[h]), ch)
-    return b.build()
+    parts = [split(int(s), h) for s in reg_size]
+    # slices in lane order, heads within a lane; empty ones left out
+    offset = (reg_off[:, None] + np.array([p[0] for p in parts])).ravel()
+    size = np.array([p[1] for p in parts]).ravel()
+    lane = np.repeat(np.arange(k * chunks), h)
+    keep = np.flatnonzero(size > 0)
+    offset, size, lane = offset[keep], size[keep], lane[keep]
+    local = np.asarray(heads, dtype=np.int64)[np.tile(np.arange(h), k * chunks)[keep]]
+    channel = lane % k
+    tpl = [_template(g, parents) for parents in dtree_parents(m)]
+    which = channel % 2  # channel c rides tree c % 2
+    s, p = len(keep), len(tpl[0].kind)
+
+    def per_op(name: str) -> np.ndarray:  # (S, P, ...) from the slices' templates (the two
+        # trees are relabellings of one shape: their templates have the same sizes)
+        return np.stack([getattr(t, name) for t in tpl])[which]
+
+    ids = np.arange(s * p, dtype=np.int64).reshape(s, p)
+    rel = per_op("deps")
+    deps = np.where(rel >= 0, rel + ids[:, :1, None], -1)
+    if int(reg_size.min()) >= h:  # every chunk has the same ops: op j of chunk c waits for
+        # op j of chunk c - 1 (a channel's thread block runs its chunks in order)
+        chain = ids - k * h * p
+        deps = np.concatenate([deps, np.where(chain >= 0, chain, -1)[:, :, None]], axis=2)
+    valid = deps >= 0
+    table = op_table(
+        per_op("kind").ravel(), per_op("n_src").ravel(), _rows(per_op("src"), g, local, offset),
+        per_op("n_dst").ravel(), _rows(per_op("dst"), g, local, offset),
+        np.repeat(size, p), (per_op("issuer") * g + local[:, None]).ravel(),
+        np.repeat(channel, p), per_op("step").ravel(), n_deps=valid.sum(axis=2).ravel(),
+        dep_idx=deps[valid],
+    )  # fmt: skip
+    return Schedule(spec, "nvls_tree", table, 0, params)
 
 
 BUILDERS = {"all_reduce": all_reduce}

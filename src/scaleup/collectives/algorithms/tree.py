@@ -32,11 +32,21 @@ the links a tree uses stay).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from scaleup.collectives.algorithms._common import check_int, split, table_builder
+import numpy as np
+
+from scaleup.collectives.algorithms._common import (
+    INPUT,
+    OUTPUT,
+    SCRATCH,
+    check_int,
+    split,
+    table_builder,
+)
 from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Schedule
+from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
@@ -183,89 +193,114 @@ def _heights(children: list[list[int]], order: list[int]) -> list[int]:
     return height
 
 
-def _up(
-    b: ScheduleBuilder,
-    parents: list[int],
-    off: int,
-    size: int,
-    channel: int,
-    chunk: int,
-    acc_buffer: str,
-    root_buffer: str,
-    jit: dict[tuple[int, int], tuple[int, ...]],
-) -> tuple[int, int, list[list[int]], list[int]]:
-    """Reduce a lane up its tree; returns (root, root's final op, children, heights).
+@dataclass(frozen=True)
+class _Template:
+    """The ops of one lane over one tree, op ids relative to the lane's first op: every lane
+    over that tree repeats them at its own offset, count, channel tag and step (``step`` here
+    is relative to the lane's chunk)."""
 
-    An inner node first copies its own input into the target; that copy waits for the node's
-    first reduce of chunk ``c - 2`` on the same channel (``jit``: the last two, updated here), so
-    chunk ``c``'s copy overlaps chunk ``c - 1``'s transfers instead of every chunk copying up
-    front, and the reduce of chunk ``c`` is ready (its latency running) while chunk ``c - 1``
-    still moves bytes, as in NCCL's pipeline of ``NCCL_STEPS`` slots.
+    cols: dict[str, np.ndarray]  # kind, rank, src_rank, src_buffer, dst_rank, dst_buffer, step
+    deps: np.ndarray  # (P, 2) relative op ids, -1 = none
+    jit: np.ndarray  # (P,) relative id of the op two lanes back that a copy waits for, or -1
+
+
+def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
+              from_input: bool = False) -> _Template:  # fmt: skip
+    """Reduce a lane up its tree (``up``: a node accumulates its subtree in buffer ``acc``, the
+    root in ``top``), then (``down``) broadcast it back down from the root's output (its input
+    with ``from_input``).
+
+    Up: an inner node first copies its own input into the target; that copy waits for the
+    node's first reduce of chunk ``c - 2`` on the same channel (``jit``), so chunk ``c``'s copy
+    overlaps chunk ``c - 1``'s transfers instead of every chunk copying up front, and the reduce
+    of chunk ``c`` is ready (its latency running) while chunk ``c - 1`` still moves bytes, as in
+    NCCL's pipeline of ``NCCL_STEPS`` slots. Down: each node forwards once its own copy is done.
     """
     root, children, order = _shape(parents)
     height = _heights(children, order)
-    last: dict[int, int] = {}
-    for v in order:
-        if not children[v]:
-            continue
-        buffer = root_buffer if v == root else acc_buffer
-        target = getattr(b, buffer)(v, off, size)
-        before = jit.get((channel, v), ())
-        prev = b.copy(b.input(v, off, size), target, deps=list(before[:1]) if len(before) == 2
-                      else [], channel=channel, step=chunk)  # fmt: skip
-        first = True
-        for ch in children[v]:
-            src = (
-                b.input(ch, off, size)
-                if not children[ch]
-                else getattr(b, acc_buffer)(ch, off, size)
-            )
-            deps = [prev] + ([last[ch]] if ch in last else [])
-            prev = b.reduce(
-                src, target, rank=ch, deps=deps, channel=channel, step=chunk + height[ch]
-            )
-            if first:
-                jit[(channel, v)] = (*before, prev)[-2:]
-                first = False
-        last[v] = prev
-    return root, last.get(root, -1), children, height
+    ops: list[tuple[int, ...]] = []  # kind, rank, src (2), dst (2), step, deps (2), jit
+
+    def add(kind: OpKind, issuer: int, src: tuple[int, int], dst: tuple[int, int], step: int,
+            deps: list[int], jit: int = -1) -> int:  # fmt: skip
+        ops.append((int(kind), issuer, *src, *dst, step, *(deps + [-1, -1])[:2], jit))
+        return len(ops) - 1
+
+    final = -1
+    if up:
+        last: dict[int, int] = {}
+        for v in order:
+            if not children[v]:
+                continue
+            target = (v, top if v == root else acc)
+            prev = add(OpKind.COPY, v, (v, INPUT), target, 0, [], jit=len(ops) + 1)
+            for ch in children[v]:  # the copy's jit: this node's first reduce, two lanes back
+                src = (ch, INPUT if not children[ch] else acc)
+                deps = [prev] + ([last[ch]] if ch in last else [])
+                prev = add(OpKind.REDUCE, ch, src, target, height[ch], deps)
+            last[v] = prev
+        final = last.get(root, -1)
+    if down:
+        step0 = height[root] + 1 if up else 0
+        stack = [(root, final, 0)]
+        while stack:
+            v, dep, depth = stack.pop()
+            src = (v, INPUT if from_input and v == root else OUTPUT)
+            for ch in children[v]:
+                deps = [dep] if dep >= 0 else []
+                op = add(OpKind.COPY, v, src, (ch, OUTPUT), step0 + depth, deps)
+                stack.append((ch, op, depth + 1))
+    table = np.array(ops, dtype=np.int64).reshape(-1, 10)
+    names = ("kind", "rank", "src_rank", "src_buffer", "dst_rank", "dst_buffer", "step")
+    return _Template({k: table[:, i] for i, k in enumerate(names)}, table[:, 7:9], table[:, 9])
 
 
-def _down(
-    b: ScheduleBuilder,
-    root: int,
-    children: list[list[int]],
-    ready: int,
-    off: int,
-    size: int,
-    channel: int,
-    step0: int,
-    from_input: bool = False,
-) -> None:
-    """Broadcast a lane down its tree from ``root``'s output (or input) once ``ready`` is done."""
-    stack = [(root, ready, 0)]
-    while stack:
-        v, dep, depth = stack.pop()
-        src = b.input(v, off, size) if (from_input and v == root) else b.output(v, off, size)
-        for ch in children[v]:
-            op = b.copy(
-                src,
-                b.output(ch, off, size),
-                deps=[dep] if dep >= 0 else [],
-                channel=channel,
-                step=step0 + depth,
-            )
-            stack.append((ch, op, depth + 1))
+def _add_lanes(b: ScheduleBuilder, spec: CollectiveSpec, params: dict[str, Any],
+               root: int | None, **shape: Any) -> None:  # fmt: skip
+    """Append every lane's ops (:func:`_template` with ``shape``) in lane order, one
+    ``add_batch`` for all: lanes over the same tree (one channel tag) are filled at once."""
+    lanes = _lanes(spec, params, root)
+    tpl: dict[tuple[int, ...], _Template] = {}
+    groups: dict[int, list[int]] = {}
+    for i, lane in enumerate(lanes):
+        if tuple(lane[4]) not in tpl:
+            tpl[tuple(lane[4])] = _template(lane[4], **shape)
+        groups.setdefault(lane[2], []).append(i)  # by channel tag
+    of_lane = [tpl[tuple(lane[4])] for lane in lanes]
+    sizes = np.array([len(t.jit) for t in of_lane], dtype=np.int64)
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    total = int(sizes.sum())
+    if not total:
+        return
+    off, size, tag, chunk = (np.array([lane[j] for lane in lanes], dtype=np.int64)
+                             for j in range(4))  # fmt: skip
+    cols = {k: np.empty(total, dtype=np.int64) for k in (*of_lane[0].cols, "offset", "count",
+                                                           "channel")}  # fmt: skip
+    deps = np.empty((total, 2), dtype=np.int64)
+    start = b.n_ops
+    for members in groups.values():  # the lanes of one channel tag, in chunk order
+        idx = np.asarray(members)
+        t = of_lane[members[0]]
+        at = base[idx][:, None] + np.arange(len(t.jit))  # (L, P) positions
+        for k, v in t.cols.items():
+            cols[k][at] = v
+        cols["step"][at] += chunk[idx][:, None]
+        cols["offset"][at], cols["count"][at] = off[idx][:, None], size[idx][:, None]
+        cols["channel"][at] = tag[idx][:, None]
+        d = np.where(t.deps >= 0, t.deps + start + base[idx][:, None, None], -1)
+        copies = np.flatnonzero(t.jit >= 0)
+        d[2:, copies, 0] = t.jit[copies] + start + base[idx[:-2]][:, None]
+        deps[at] = d
+    b.add_batch(
+        cols["kind"], src_rank=cols["src_rank"], src_buffer=cols["src_buffer"],
+        src_offset=cols["offset"], dst_rank=cols["dst_rank"], dst_buffer=cols["dst_buffer"],
+        dst_offset=cols["offset"], count=cols["count"], deps=deps, rank=cols["rank"],
+        channel=cols["channel"], step=cols["step"],
+    )  # fmt: skip
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = table_builder(spec, "tree", params=params)
-    jit: dict[tuple[int, int], tuple[int, ...]] = {}
-    for off, size, channel, chunk, parents in _lanes(spec, params, None):
-        root, final, children, height = _up(
-            b, parents, off, size, channel, chunk, "output", "output", jit
-        )
-        _down(b, root, children, final, off, size, channel, chunk + height[root] + 1)
+    _add_lanes(b, spec, params, None, up=True, down=True, acc=OUTPUT, top=OUTPUT)
     return b.build()
 
 
@@ -273,17 +308,14 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = table_builder(spec, "tree", params=params)
     if spec.count:
         b.copy(b.input(spec.root, 0, spec.count), b.output(spec.root, 0, spec.count), deps=[])
-    for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
-        root, children, _order = _shape(parents)
-        _down(b, root, children, -1, off, size, channel, chunk, from_input=True)
+    _add_lanes(b, spec, params, spec.root, up=False, down=True, acc=OUTPUT, top=OUTPUT,
+               from_input=True)  # fmt: skip
     return b.build()
 
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     b = table_builder(spec, "tree", scratch_count=spec.count, params=params)
-    jit: dict[tuple[int, int], tuple[int, ...]] = {}
-    for off, size, channel, chunk, parents in _lanes(spec, params, spec.root):
-        _up(b, parents, off, size, channel, chunk, "scratch", "output", jit)
+    _add_lanes(b, spec, params, spec.root, up=True, down=False, acc=SCRATCH, top=OUTPUT)
     return b.build()
 
 
