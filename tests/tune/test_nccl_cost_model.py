@@ -119,6 +119,16 @@ def test_selection_falls_back_where_ncclS_model_does_not_apply() -> None:
     assert TuneSession().sweep(resolve_topology("dgx-h100"), hier)[0].algorithm == "direct"
 
 
+def test_one_rank_tunes_nothing() -> None:
+    # NCCL's cost table for one rank is Ring Simple at 0 and the launch a local copy
+    # (enqueue.cc 1993-1996, 3039-3040); the fuzz campaign found `--ranks 1` overflowing here
+    for name in ("dgx-h100", "mi300x-8"):
+        topo = resolve_topology(name)
+        assert model_inputs(topo, [0]) is None
+        req = BenchRequest(sizes_bytes=(8, GIB), selection="nccl-model", ranks=1)
+        assert [c.selection for c in TuneSession().sweep(topo, req)] == ["fastest"] * 2
+
+
 def test_bad_input() -> None:
     with pytest.raises(UsageError) as err:
         BenchRequest(selection="slowest")

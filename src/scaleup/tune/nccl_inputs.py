@@ -260,7 +260,10 @@ def model_inputs(
     (:func:`scaleup.tune.rccl_inputs.rccl_model_inputs`); None where the library's model does
     not apply (generic parts, no row in NCCL's tables, no RCCL node model). ``heads``: the
     group's NVLS heads when asked (default: searched here), for an owner that reads them
-    elsewhere too."""
+    elsewhere too. One rank: None, since NCCL tunes nothing there (its cost table holds Ring
+    Simple at 0 and the launch is a local copy: enqueue.cc lines 1993-1996, 3039-3040)."""
+    if (len(topology.accelerators) if ranks is None else len(ranks)) == 1:
+        return None
     library = library_for(topology, ranks)
     if library == "rccl":
         return rccl_model_inputs(topology, ranks)
