@@ -32,6 +32,8 @@ import platform
 import resource
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 import numpy as np
@@ -240,6 +242,43 @@ def astra(sizes: list[int], channels: int, timeout_s: float) -> None:
             )
 
 
+def curve(servers: list[int], timeout_s: float) -> None:
+    """Whole ``scaleup bench --topology {N}xdgx-h100 -b 1G -e 1G`` commands (tuner included),
+    each a process of its own: wall time, CPU time and peak RSS (``wait4``), as a user would
+    see them."""
+    print("| GPUs | preset | wall s | CPU s | peak MiB | choice | busbw GB/s | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in servers:
+        preset = f"{n}xdgx-h100"
+        argv = [sys.executable, "-m", "scaleup", "bench", "--topology", preset,
+                "-b", "1G", "-e", "1G", "--json"]  # fmt: skip
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(argv, stdout=out, stderr=err)
+            timer = threading.Timer(timeout_s, proc.kill)
+            timer.start()
+            _, status, usage = os.wait4(proc.pid, 0)
+            timer.cancel()
+            wall = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            text, why = out.read(), err.read().strip()
+        cpu = usage.ru_utime + usage.ru_stime
+        peak_mib = usage.ru_maxrss / 1024  # Linux: KiB
+        if proc.returncode != 0:
+            reason = why.splitlines()[-1] if why else f"exit {proc.returncode} (killed?)"
+            print(f"| {8 * n} | {preset} | {wall:.1f} | {cpu:.1f} | {peak_mib:.0f} "
+                  f"| failed: {reason} | - | {load()} |")  # fmt: skip
+            continue
+        row = json.loads(text)[0]
+        print(
+            f"| {8 * n} | {preset} | {wall:.2f} | {cpu:.2f} | {peak_mib:.0f} "
+            f"| {row['algo']} {row['proto']} {row['channels']} "
+            f"| {row['busbw_gb_per_s']:.1f} | {load()} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", default="64,128,256,512,1024")
@@ -253,10 +292,18 @@ def main() -> None:
     parser.add_argument("--astra-channels", type=int, default=0, help="0: the tuner picks")
     parser.add_argument("--astra-timeout", type=float, default=600.0, help="seconds per case")
     parser.add_argument("--astra-case", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--curve", default="", help="servers of Nxdgx-h100 for the whole-command curve, e.g. 8,16"
+    )
+    parser.add_argument("--curve-timeout", type=float, default=600.0, help="seconds per size")
     args = parser.parse_args()
     if args.astra_case:  # a child of --astra: one case, one JSON line
         kind, n, channels = args.astra_case.split(":")
         print(json.dumps(astra_case(kind, int(n), int(channels))))
+        return
+    if args.curve:
+        print("\n`scaleup bench --topology Nxdgx-h100 -b 1G -e 1G`, whole commands:\n")
+        curve([int(x) for x in args.curve.split(",")], args.curve_timeout)
         return
     if args.astra:
         print("\nASTRA-sim comparison: ring all-reduce of 1 GiB, 400 GB/s per direction per NPU\n")

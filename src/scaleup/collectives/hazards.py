@@ -48,23 +48,29 @@ class Shadow:
 
 
 class Replay:
-    """Replays ops in topological order, with happens-before bitsets and shadow maps."""
+    """Replays ops in topological order, with happens-before bitsets and shadow maps.
+
+    The hot path (:meth:`read_at`, :meth:`write_at`) takes a chunk as plain integers and builds
+    a :class:`~scaleup.collectives.schedule.Chunk` only to name it in an error: the verifier
+    calls it for every operand of every op."""
 
     def __init__(self, schedule: Schedule, order: np.ndarray, in_place: bool = False) -> None:
         self.schedule = schedule
         self.in_place = in_place
         t = schedule.table
-        self.pos = np.empty(t.n_ops, dtype=np.int64)
-        self.pos[order] = np.arange(t.n_ops)
+        pos = np.empty(t.n_ops, dtype=np.int64)
+        pos[order] = np.arange(t.n_ops)
+        self.pos: list[int] = pos.tolist()
         self.dep_ptr, self.dep_idx = t.dep_ptr.tolist(), t.dep_idx.tolist()
         self.remaining = np.bincount(t.dep_idx, minlength=t.n_ops).tolist() if t.n_ops else []
         self.anc: dict[int, int] = {}
-        self.shadows: dict[tuple[int, int], Shadow] = {}
+        self.shadows: dict[int, Shadow] = {}
+        self._n_buffers = len(Buffer)
 
     def shadow(self, rank: int, buffer: int) -> Shadow:
         if self.in_place and buffer == Buffer.OUTPUT:
             buffer = int(Buffer.INPUT)  # one buffer, one history
-        key = (rank, buffer)
+        key = rank * self._n_buffers + buffer
         found = self.shadows.get(key)
         if found is None:
             size = self.schedule.buffer_count(buffer)
@@ -75,18 +81,18 @@ class Replay:
     def enter(self, op: int) -> int:
         """Compute ``op``'s ancestor bitset (by topological position); free finished deps."""
         bits = 0
-        pos = self.pos
+        pos, anc, remaining = self.pos, self.anc, self.remaining
         for d in self.dep_idx[self.dep_ptr[op] : self.dep_ptr[op + 1]]:
-            bits |= self.anc[d] | (1 << int(pos[d]))
-            self.remaining[d] -= 1
-            if self.remaining[d] == 0:
-                del self.anc[d]
-        if self.remaining[op]:
-            self.anc[op] = bits
+            bits |= anc[d] | (1 << pos[d])
+            remaining[d] -= 1
+            if remaining[d] == 0:
+                del anc[d]
+        if remaining[op]:
+            anc[op] = bits
         return bits
 
     def before(self, other: int, bits: int) -> bool:
-        return bool((bits >> int(self.pos[other])) & 1)
+        return bool((bits >> self.pos[other]) & 1)
 
     def _race(self, first: int, second: int, what: str, chunk: Chunk) -> RaceError:
         aliased = ", output aliased to input" if self.in_place else ""
@@ -96,43 +102,61 @@ class Replay:
             op=second, rank=chunk.rank,
         )  # fmt: skip
 
-    def _segments(self, chunk: Chunk) -> tuple[Shadow, int, int]:
-        """The chunk's shadow map and its segments ``lo:hi`` there (cut at the chunk's ends)."""
-        sh = self.shadow(chunk.rank, int(chunk.buffer))
-        lo, hi = sh.span(chunk.offset, chunk.offset + chunk.count)
-        return sh, lo, hi
-
     def read(self, op: int, bits: int, chunk: Chunk) -> None:
-        sh, lo, hi = self._segments(chunk)
-        for seg in range(lo, hi):
-            w = sh.writer[seg]
-            if w == UNWRITTEN:
-                raise UnwrittenReadError(
-                    f"op {op} reads {chunk}, but element {sh.pts[seg]} of it "
-                    "was never written before",
-                    op=op, rank=chunk.rank,
-                )  # fmt: skip
-            if w >= 0 and w != op and not self.before(w, bits):
-                raise self._race(w, op, "a write and a read", chunk)
-            readers = sh.readers[seg]
-            if len(readers) > 16:
-                readers[:] = [r for r in readers if not self.before(r, bits)]
-            readers.append(op)
+        self.read_at(op, bits, chunk.rank, int(chunk.buffer), chunk.offset, chunk.count)
 
     def write(self, op: int, bits: int, chunk: Chunk) -> None:
-        sh, lo, hi = self._segments(chunk)
+        self.write_at(op, bits, chunk.rank, int(chunk.buffer), chunk.offset, chunk.count)
+
+    def read_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
+        """``op`` (ancestors ``bits``) reads ``count`` elements at ``offset`` of ``rank``'s
+        ``buffer``: each must have been written, by an op ordered before it."""
+        sh = self.shadow(rank, buffer)
+        lo = sh._cut(offset)
+        hi = sh._cut(offset + count)
+        writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):
-            w = sh.writer[seg]
+            w = writer[seg]
+            if w == UNWRITTEN:
+                raise UnwrittenReadError(
+                    f"op {op} reads {_chunk(rank, buffer, offset, count)}, but element "
+                    f"{sh.pts[seg]} of it was never written before",
+                    op=op, rank=rank,
+                )  # fmt: skip
+            if w >= 0 and w != op and not (bits >> pos[w]) & 1:
+                chunk = _chunk(rank, buffer, offset, count)
+                raise self._race(w, op, "a write and a read", chunk)
+            seen = readers[seg]
+            if len(seen) > 16:
+                seen[:] = [r for r in seen if not (bits >> pos[r]) & 1]
+            seen.append(op)
+
+    def write_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
+        """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
+        ``buffer``: their last writer and every reader since must be ordered before it."""
+        sh = self.shadow(rank, buffer)
+        lo = sh._cut(offset)
+        hi = sh._cut(offset + count)
+        writer, readers, pos = sh.writer, sh.readers, self.pos
+        for seg in range(lo, hi):
+            w = writer[seg]
             if w == op:
                 raise RaceError(
-                    f"op {op} writes {chunk} twice: its destinations overlap",
-                    op=op, rank=chunk.rank,
+                    f"op {op} writes {_chunk(rank, buffer, offset, count)} twice: its "
+                    "destinations overlap",
+                    op=op, rank=rank,
                 )  # fmt: skip
-            if w >= 0 and not self.before(w, bits):
-                raise self._race(w, op, "two writes", chunk)
-            for r in sh.readers[seg]:
-                if r != op and not self.before(r, bits):
+            if w >= 0 and not (bits >> pos[w]) & 1:
+                raise self._race(w, op, "two writes", _chunk(rank, buffer, offset, count))
+            for r in readers[seg]:
+                if r != op and not (bits >> pos[r]) & 1:
+                    chunk = _chunk(rank, buffer, offset, count)
                     raise self._race(r, op, "a read and a write", chunk)
         del sh.pts[lo + 1 : hi]
-        sh.writer[lo:hi] = [op]
-        sh.readers[lo:hi] = [[]]
+        writer[lo:hi] = [op]
+        readers[lo:hi] = [[]]
+
+
+def _chunk(rank: int, buffer: int, offset: int, count: int) -> Chunk:
+    """The chunk an error names."""
+    return Chunk(rank, Buffer(buffer), offset, count)

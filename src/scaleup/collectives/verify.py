@@ -308,26 +308,26 @@ def _replay_ops(
         t.dst_offset.tolist(),
     )
     ufunc = reduce_ufunc(schedule.spec.redop)
+    width = len(Buffer)
+    flat = [buffers.get((r, b)) for r in range(schedule.spec.nranks) for b in range(width)]
+    read, write, enter = replay.read_at, replay.write_at, replay.enter
+    reduce_kind = int(OpKind.REDUCE)
     for op in order.tolist():
-        bits = replay.enter(op)
+        bits = enter(op)
         c = count[op]
-        srcs = [Chunk(sr[j], Buffer(sb[j]), so[j], c) for j in range(sp[op], sp[op + 1])]
-        dsts = [Chunk(dr[j], Buffer(db[j]), do[j], c) for j in range(dp[op], dp[op + 1])]
         if c == 0:
             continue
+        s0, s1, d0, d1 = sp[op], sp[op + 1], dp[op], dp[op + 1]
         k = kind[op]
-        for chunk in srcs:
-            replay.read(op, bits, chunk)
-        if k == OpKind.REDUCE:
-            replay.read(op, bits, dsts[0])
-        for chunk in dsts:
-            replay.write(op, bits, chunk)
-        apply_op(
-            k,
-            [buffers[(s.rank, int(s.buffer))][s.offset : s.offset + c] for s in srcs],
-            [buffers[(d.rank, int(d.buffer))][d.offset : d.offset + c] for d in dsts],
-            ufunc,
-        )
+        for j in range(s0, s1):
+            read(op, bits, sr[j], sb[j], so[j], c)
+        if k == reduce_kind:
+            read(op, bits, dr[d0], db[d0], do[d0], c)
+        for j in range(d0, d1):
+            write(op, bits, dr[j], db[j], do[j], c)
+        srcs = [flat[sr[j] * width + sb[j]][so[j] : so[j] + c] for j in range(s0, s1)]
+        dsts = [flat[dr[j] * width + db[j]][do[j] : do[j] + c] for j in range(d0, d1)]
+        apply_op(k, srcs, dsts, ufunc)  # type: ignore[index]
 
 
 def _replay_bytes(schedule: Schedule, itemsize: int) -> int:

@@ -42,11 +42,17 @@ class RankOps:
         self.k0 = int(self.chan[first[0]])  # rank 0's first tag
         self.tags = [int(x) for x in np.unique(self.chan)]
         self._peer_cache: dict[int, np.ndarray | None] = {}
-        self._by_peers: dict[bytes, list[int]] | None = None
+        self._by_key: dict[bytes, list[int]] | None = None
 
     def _ops(self, rank: int, tag: int) -> np.ndarray:
         g = rank * self.width + tag
         return self.order[self.start[g] : self.start[g] + self.counts[g]]
+
+    def alike(self, a: int, b: int) -> bool:
+        """Whether ranks ``a`` and ``b`` issue as many ops on their channel tags, up to a
+        permutation of the tags: what any symmetry sending ``a`` to ``b`` needs."""
+        rows = self.counts.reshape(self.n, self.width)
+        return bool(np.array_equal(np.sort(rows[a]), np.sort(rows[b])))
 
     def same_position(self, target_rank: np.ndarray, target_tag: np.ndarray) -> np.ndarray:
         """For every op (the p-th of its rank and tag): the p-th op of the targets."""
@@ -102,27 +108,48 @@ class RankOps:
     def tag_map(self, sigma: np.ndarray) -> dict[int, int] | None:
         """Each channel tag's image: the tag whose ops are its ops with every rank moved by
         ``sigma`` (the same tag when it qualifies: channels alike map to themselves)."""
-        peers = {tag: self._peers(tag) for tag in self.tags}
-        if any(p is None for p in peers.values()):
-            return None
-        if self._by_peers is None:
-            self._by_peers = {}
-            for tag, p in peers.items():
-                assert p is not None  # noqa: S101 - checked above
-                self._by_peers.setdefault(p.tobytes(), []).append(tag)
-        theirs = self._by_peers
+        by_key = self._tags_by_key()
         kappa: dict[int, int] = {}
         taken: set[int] = set()
-        for tag, p in peers.items():
-            assert p is not None  # noqa: S101 - checked above
-            moved = np.empty_like(p)
-            moved[sigma] = sigma[p]
-            free = [x for x in theirs.get(moved.tobytes(), []) if x not in taken]
+        for tag, key in self._tag_keys(sigma).items():
+            free = [x for x in by_key.get(key, []) if x not in taken]
             if not free:
                 return None
             kappa[tag] = tag if tag in free else free[0]
             taken.add(kappa[tag])
         return kappa
+
+    def alike_tags(self) -> list[list[int]]:
+        """The channel tags in classes of identical ops: every rank's ops of the tag, in order,
+        with the same kinds, counts, sources and destinations (classes of one included)."""
+        return list(self._tags_by_key().values())
+
+    def _tags_by_key(self) -> dict[bytes, list[int]]:
+        if self._by_key is None:
+            self._by_key = {}
+            for tag, key in self._tag_keys(np.arange(self.n, dtype=np.int64)).items():
+                self._by_key.setdefault(key, []).append(tag)
+        return self._by_key
+
+    def _tag_keys(self, sigma: np.ndarray) -> dict[int, bytes]:
+        """What each tag's ops look like with every rank moved by ``sigma``: for each rank
+        ``b``, the ops of rank ``sigma^-1(b)`` in order (kind, count, smallest moved source and
+        destination: a set of sources moves as a set)."""
+        t = self.table
+        src = _smallest(t.src_ptr, sigma[t.src_rank])
+        dst = _smallest(t.dst_ptr, sigma[t.dst_rank])
+        inverse = np.empty_like(sigma)
+        inverse[sigma] = np.arange(len(sigma))
+        keys = {}
+        for tag in self.tags:
+            groups = inverse * self.width + tag
+            counts = self.counts[groups]
+            offsets = np.concatenate([[0], np.cumsum(counts)])[:-1]
+            at = np.repeat(self.start[groups] - offsets, counts) + np.arange(int(counts.sum()))
+            ops = self.order[at]
+            key = np.concatenate([counts, t.kind[ops], t.count[ops], src[ops], dst[ops]])
+            keys[tag] = key.astype(np.int64).tobytes()
+        return keys
 
     def op_image(self, sigma: np.ndarray, kappa: dict[int, int]) -> np.ndarray | None:
         """The op each op maps to, if the op DAG is invariant under (``sigma``, ``kappa``)."""
@@ -158,3 +185,10 @@ def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.n
     ours = np.sort(owner * width + mapped)
     theirs = np.sort(owner * width + vals[csr_rows(ptr, img)])
     return bool(np.array_equal(ours, theirs))
+
+
+def _smallest(ptr: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """The smallest entry of every row of the CSR (``ptr``, ``vals``), rows non-empty."""
+    if len(vals) == len(ptr) - 1:
+        return vals.astype(np.int64)
+    return np.minimum.reduceat(vals, ptr[:-1].astype(np.int64)).astype(np.int64)

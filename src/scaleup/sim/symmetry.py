@@ -17,13 +17,16 @@ Nothing is assumed about the fabric or the algorithm. A generator is a rank perm
 ``sigma`` with a permutation ``kappa`` of channel tags: candidates send rank 0 to a rank of the
 next server or of its own (on one server: rank 1 or n - 1); the rest of ``sigma`` follows from
 the ops (the p-th op of (rank a, tag k) maps to the p-th op of (sigma(a), kappa(k)), so their
-peers map too), ``kappa`` from which tag's ops are another tag's with ranks moved; devices other
-than accelerators go where their neighbours go. Then it is *checked* on the compiled system:
-every op's image has the same kind, count, latency, mapped peers and mapped dependencies, every
-variable's image crosses the image constraints with the same coefficients, and image
-constraints have the same capacity. Where a check fails (a failed or degraded link, an uneven
-mesh, a subset of ranks that breaks the pattern) that generator is dropped; with none left the
-run is exact per flow, and ``CompiledSchedule.run(..., exact=True)`` (``scaleup bench
+peers map too; where the ops do not imply a permutation, because an in-switch reduction's
+sources are a set, the rotation of every server's ranks is tried as it stands), ``kappa`` from
+which tag's ops are another tag's with ranks moved; devices other than accelerators go where
+their neighbours go. One more candidate keeps the ranks and cycles the channel tags whose ops
+are identical (the parallel copies of one channel NCCL runs). Then it is *checked* on the
+compiled system: every op's image has the same kind, count, latency, mapped peers and mapped
+dependencies, every variable's image crosses the image constraints with the same coefficients,
+and image constraints have the same capacity. Where a check fails (a failed or degraded link,
+an uneven mesh, a subset of ranks that breaks the pattern) that generator is dropped; with none
+left the run is exact per flow, and ``CompiledSchedule.run(..., exact=True)`` (``scaleup bench
 --exact``) always is. What it saves is the fair-share solve and the per-event array work, which
 grow with the active flows; the number of events (steps x chunks) stays.
 
@@ -110,14 +113,19 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
         families = [sorted({1, n - 1})]
     found: list[Generator] = []
     across = len(families) > 1
+    block = rpn if across else n  # the ranks a rotation within one server moves
     for i, targets in enumerate(families):
         if across and 0 < i < len(families) - 1 and found:
             continue  # one server shift is enough: the smallest that works
+        within = i == len(families) - 1
         for target in targets:
-            gen = _generator(c, ranks, int(target))
+            gen = _generator(c, ranks, int(target), block if within else 0)
             if gen is not None:
                 found.append(gen)
                 break
+    alike = _channel_generator(c, ranks)
+    if alike is not None:
+        found.append(alike)
     if not found:
         return None
     return _orbits(c.n_ops, tuple(found))
@@ -130,23 +138,61 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
     return device_image(c.net, c.topology, (np.arange(n) + shift) % n) is not None
 
 
-def _generator(c: CompiledSchedule, ranks: RankOps, target: int) -> Generator | None:
+def _generator(c: CompiledSchedule, ranks: RankOps, target: int, block: int) -> Generator | None:
+    """The generator sending rank 0 to ``target``, or None. ``block`` > 0: ``target`` lies in
+    rank 0's server of ``block`` ranks, and where the ops do not imply a permutation (an
+    in-switch reduction's sources are a set, not a sequence) the rotation of every server's
+    ranks by ``target`` is tried as well."""
+    if not ranks.alike(0, target):
+        return None
     for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
-        tau = None if sigma is None else device_image(c.net, c.topology, sigma)
-        if sigma is None or tau is None:  # no permutation, or the fabric cannot follow it
-            continue
-        kappa = ranks.tag_map(sigma)
-        if kappa is None:
-            continue
-        op_image = ranks.op_image(sigma, kappa)
-        if op_image is None:
-            continue
-        con_image = _constraint_image(c, tau, kappa)
-        if con_image is None:
-            continue
-        return Generator(sigma, kappa, op_image, con_image)
+        if sigma is None and block:
+            sigma = _rotation_within(ranks.n, block, target)
+            block = 0  # one guess: it does not depend on the tag
+        gen = None if sigma is None else _checked(c, ranks, sigma, ranks.tag_map(sigma))
+        if gen is not None:
+            return gen
     return None
+
+
+def _rotation_within(n: int, block: int, shift: int) -> np.ndarray | None:
+    """Every run of ``block`` consecutive ranks rotated by ``shift`` (None if ``block`` does not
+    divide ``n``)."""
+    if n % block:
+        return None
+    rank = np.arange(n, dtype=np.int64)
+    return rank - rank % block + (rank % block + shift) % block
+
+
+def _channel_generator(c: CompiledSchedule, ranks: RankOps) -> Generator | None:
+    """Ranks fixed, channel tags whose ops are the same ops (same ranks, kinds, counts, peers
+    in the same order) moved one place along their class: parallel copies of one channel."""
+    classes = ranks.alike_tags()
+    kappa = {}
+    for tags in classes:
+        for a, b in zip(tags, [*tags[1:], tags[0]], strict=True):
+            kappa[a] = b
+    if all(a == b for a, b in kappa.items()):
+        return None
+    return _checked(c, ranks, np.arange(ranks.n, dtype=np.int64), kappa)
+
+
+def _checked(
+    c: CompiledSchedule, ranks: RankOps, sigma: np.ndarray, kappa: dict[int, int] | None
+) -> Generator | None:
+    """The generator (``sigma``, ``kappa``) if the ops, the fabric and every constraint follow
+    it, or None."""
+    tau = device_image(c.net, c.topology, sigma)
+    if tau is None or kappa is None:  # the fabric cannot follow, or no tag map
+        return None
+    op_image = ranks.op_image(sigma, kappa)
+    if op_image is None:
+        return None
+    con_image = _constraint_image(c, tau, kappa)
+    if con_image is None:
+        return None
+    return Generator(sigma, kappa, op_image, con_image)
 
 
 def _orbits(n_ops: int, generators: tuple[Generator, ...]) -> Symmetry:
