@@ -31,17 +31,23 @@ class Shadow:
         self.writer = [initial]
         self.readers: list[list[int]] = [[]]
 
-    def _cut(self, x: int) -> int:
-        i = bisect_right(self.pts, x) - 1
-        if self.pts[i] == x:
-            return i
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The segments ``i:j`` covering elements ``lo:hi`` (``lo < hi``), cut at both ends."""
+        pts = self.pts
+        i = bisect_right(pts, lo) - 1
+        if pts[i] != lo:
+            i = self._split(i, lo)
+        j = bisect_right(pts, hi, i) - 1
+        if pts[j] != hi:
+            j = self._split(j, hi)
+        return i, j
+
+    def _split(self, i: int, x: int) -> int:
+        """Split segment ``i`` at ``x`` (inside it); the index of the new segment."""
         self.pts.insert(i + 1, x)
         self.writer.insert(i + 1, self.writer[i])
         self.readers.insert(i + 1, list(self.readers[i]))
         return i + 1
-
-    def span(self, lo: int, hi: int) -> tuple[int, int]:
-        return self._cut(lo), self._cut(hi)
 
     def writer_at(self, x: int) -> int:
         return self.writer[bisect_right(self.pts, x) - 1]
@@ -112,8 +118,7 @@ class Replay:
         """``op`` (ancestors ``bits``) reads ``count`` elements at ``offset`` of ``rank``'s
         ``buffer``: each must have been written, by an op ordered before it."""
         sh = self.shadow(rank, buffer)
-        lo = sh._cut(offset)
-        hi = sh._cut(offset + count)
+        lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):
             w = writer[seg]
@@ -135,8 +140,7 @@ class Replay:
         """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
         ``buffer``: their last writer and every reader since must be ordered before it."""
         sh = self.shadow(rank, buffer)
-        lo = sh._cut(offset)
-        hi = sh._cut(offset + count)
+        lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):
             w = writer[seg]

@@ -37,6 +37,13 @@ def link_class(tech: str) -> int:
 
 #: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).
 PathSplit = tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
+#: a cached split: channel ids, fractions, the devices with inflow and theirs, latency, class
+_CompactSplit = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]
+
+#: Hop count standing for "no way" in the uint16 distance rows.
+UNREACHABLE = 65535
+#: Sources per BFS call (float64 rows of every device: ~170 MB at 42,240 devices).
+_BFS_BATCH = 512
 
 
 def link_efficiency(tech: str) -> float:
@@ -86,8 +93,12 @@ class FabricPaths:
                 (np.ones(int(keep.sum())), (self.ch_src[keep], self.ch_dst[keep])),
                 shape=(self.n_devices,) * 2,
             )
+        #: hop counts from a device, as uint16 (UNREACHABLE: none): kept for every source an op
+        #: table routes from, so 8 bytes a device would be quadratic at 16,384 GPUs
         self._dist: dict[tuple[bool, int], np.ndarray] = {}
-        self._paths: dict[tuple[int, int], PathSplit] = {}
+        #: splits by (src, dst), per-device inflow kept as its nonzeros (a dense row per pair
+        #: would be pairs x devices: ~20 GB at 16,384 GPUs)
+        self._paths: dict[tuple[int, int], _CompactSplit] = {}
         self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
 
     def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
@@ -113,19 +124,27 @@ class FabricPaths:
             if need and with_hosts and hostless:
                 for d in need:
                     self._dist[(True, d)] = self._dist[(False, d)]
-            elif need:
-                dist = shortest_path(
-                    self._graphs[with_hosts], unweighted=True, indices=need, directed=True
-                )
-                for d, row in zip(need, np.atleast_2d(dist), strict=True):
-                    self._dist[(with_hosts, d)] = row
+            else:
+                for at in range(0, len(need), _BFS_BATCH):  # bounded float64 temporaries
+                    batch = need[at : at + _BFS_BATCH]
+                    dist = shortest_path(
+                        self._graphs[with_hosts], unweighted=True, indices=batch, directed=True
+                    )
+                    finite = np.isfinite(dist)
+                    if (dist[finite] >= UNREACHABLE).any():
+                        raise NoRouteError(f"a route of {UNREACHABLE} hops or more")
+                    hops = np.where(finite, dist, UNREACHABLE).astype(np.uint16)
+                    for d, row in zip(batch, np.atleast_2d(hops), strict=True):
+                        self._dist[(with_hosts, d)] = row.copy()  # not a view of the batch
 
     def distance(self, with_hosts: bool, device: int) -> np.ndarray:
-        """Hop counts from ``device`` to every device (through hosts or not), cached."""
+        """Hop counts from ``device`` to every device (through hosts or not; inf where there is
+        no way), cached."""
         key = (with_hosts, device)
         if key not in self._dist:
             self.prepare(np.array([device]))
-        return self._dist[key]
+        row = self._dist[key]
+        return np.where(row == UNREACHABLE, np.inf, row.astype(np.float64))
 
     # ---- paths ---------------------------------------------------------------------------
     def path(self, src: int, dst: int) -> PathSplit:
@@ -133,11 +152,21 @@ class FabricPaths:
         inflow, latency_s, link class). Hosts are crossed only if there is no other way."""
         key = (src, dst)
         cached = self._paths.get(key)
-        if cached is not None:
-            return cached
-        if self._torus is not None:  # devices are the ranks, in rank order
-            self._paths[key] = self._dor_path(self._torus, src, dst)
-            return self._paths[key]
+        if cached is None:
+            if self._torus is not None:  # devices are the ranks, in rank order
+                split = self._dor_path(self._torus, src, dst)
+            else:
+                split = self._split(src, dst)
+            edges, frac, inflow, latency, link_class = split
+            nodes = np.flatnonzero(inflow)
+            cached = self._paths[key] = (edges, frac, nodes, inflow[nodes], latency, link_class)
+        edges, frac, nodes, flow, latency, link_class = cached
+        inflow = np.zeros(self.n_devices)
+        inflow[nodes] = flow
+        return edges, frac, inflow, latency, link_class
+
+    def _split(self, src: int, dst: int) -> PathSplit:
+        """:meth:`path` computed: every shortest path, bytes split by capacity at each hop."""
         for with_hosts in (False, True):
             ds = self.distance(with_hosts, src)
             dd = self.distance(with_hosts, dst)  # channels come in pairs: the graph is symmetric
@@ -179,9 +208,7 @@ class FabricPaths:
         link_class = int(self.ch_class[edges].max()) if len(edges) else 0
         inflow[src] = 0.0
         inflow[dst] = 0.0
-        result = (edges, frac, inflow, float(arrive[dst]), link_class)
-        self._paths[key] = result
-        return result
+        return edges, frac, inflow, float(arrive[dst]), link_class
 
     def _dor_path(self, t: TorusTopology, src: int, dst: int) -> PathSplit:
         """The one dimension-order route of a torus (:func:`~scaleup.topology.torus.dor_route`):
