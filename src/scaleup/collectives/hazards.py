@@ -117,7 +117,17 @@ class Replay:
     def read_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
         """``op`` (ancestors ``bits``) reads ``count`` elements at ``offset`` of ``rank``'s
         ``buffer``: each must have been written, by an op ordered before it."""
-        sh = self.shadow(rank, buffer)
+        self.read_in(self.shadow(rank, buffer), op, bits, rank, buffer, offset, count)
+
+    def write_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
+        """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
+        ``buffer``: their last writer and every reader since must be ordered before it."""
+        self.write_in(self.shadow(rank, buffer), op, bits, rank, buffer, offset, count)
+
+    def read_in(
+        self, sh: Shadow, op: int, bits: int, rank: int, buffer: int, offset: int, count: int
+    ) -> None:
+        """:meth:`read_at` on ``sh``, the shadow of (``rank``, ``buffer``) (:meth:`shadow`)."""
         lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):
@@ -136,10 +146,10 @@ class Replay:
                 seen[:] = [r for r in seen if not (bits >> pos[r]) & 1]
             seen.append(op)
 
-    def write_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
-        """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
-        ``buffer``: their last writer and every reader since must be ordered before it."""
-        sh = self.shadow(rank, buffer)
+    def write_in(
+        self, sh: Shadow, op: int, bits: int, rank: int, buffer: int, offset: int, count: int
+    ) -> None:
+        """:meth:`write_at` on ``sh``, the shadow of (``rank``, ``buffer``) (:meth:`shadow`)."""
         lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):

@@ -309,9 +309,11 @@ def _replay_ops(
     )
     ufunc = reduce_ufunc(schedule.spec.redop)
     width = len(Buffer)
-    flat = [buffers.get((r, b)) for r in range(schedule.spec.nranks) for b in range(width)]
-    read, write, enter = replay.read_at, replay.write_at, replay.enter
-    reduce_kind = int(OpKind.REDUCE)
+    ranks = range(schedule.spec.nranks)
+    flat = [buffers.get((r, b)) for r in ranks for b in range(width)]
+    shadows = [replay.shadow(r, b) for r in ranks for b in range(width)]  # in place: aliased
+    read, write, enter = replay.read_in, replay.write_in, replay.enter
+    reduce_kind, copy_kind = int(OpKind.REDUCE), int(OpKind.COPY)
     for op in order.tolist():
         bits = enter(op)
         c = count[op]
@@ -320,11 +322,16 @@ def _replay_ops(
         s0, s1, d0, d1 = sp[op], sp[op + 1], dp[op], dp[op + 1]
         k = kind[op]
         for j in range(s0, s1):
-            read(op, bits, sr[j], sb[j], so[j], c)
+            read(shadows[sr[j] * width + sb[j]], op, bits, sr[j], sb[j], so[j], c)
         if k == reduce_kind:
-            read(op, bits, dr[d0], db[d0], do[d0], c)
+            read(shadows[dr[d0] * width + db[d0]], op, bits, dr[d0], db[d0], do[d0], c)
         for j in range(d0, d1):
-            write(op, bits, dr[j], db[j], do[j], c)
+            write(shadows[dr[j] * width + db[j]], op, bits, dr[j], db[j], do[j], c)
+        if k == copy_kind and s1 - s0 == 1 and d1 - d0 == 1:  # apply_op's copy, its checks
+            src = flat[sr[s0] * width + sb[s0]][so[s0] : so[s0] + c]  # left out (copyto
+            dst = flat[dr[d0] * width + db[d0]][do[d0] : do[d0] + c]  # handles an overlap)
+            np.copyto(dst, src)  # type: ignore[index]
+            continue
         srcs = [flat[sr[j] * width + sb[j]][so[j] : so[j] + c] for j in range(s0, s1)]
         dsts = [flat[dr[j] * width + db[j]][do[j] : do[j] + c] for j in range(d0, d1)]
         apply_op(k, srcs, dsts, ufunc)  # type: ignore[index]

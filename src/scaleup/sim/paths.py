@@ -140,11 +140,15 @@ class FabricPaths:
     def distance(self, with_hosts: bool, device: int) -> np.ndarray:
         """Hop counts from ``device`` to every device (through hosts or not; inf where there is
         no way), cached."""
+        row = self._hops(with_hosts, device)
+        return np.where(row == UNREACHABLE, np.inf, row.astype(np.float64))
+
+    def _hops(self, with_hosts: bool, device: int) -> np.ndarray:
+        """:meth:`distance` as stored: uint16, UNREACHABLE where there is no way."""
         key = (with_hosts, device)
         if key not in self._dist:
             self.prepare(np.array([device]))
-        row = self._dist[key]
-        return np.where(row == UNREACHABLE, np.inf, row.astype(np.float64))
+        return self._dist[key]
 
     # ---- paths ---------------------------------------------------------------------------
     def path(self, src: int, dst: int) -> PathSplit:
@@ -168,47 +172,55 @@ class FabricPaths:
     def _split(self, src: int, dst: int) -> PathSplit:
         """:meth:`path` computed: every shortest path, bytes split by capacity at each hop."""
         for with_hosts in (False, True):
-            ds = self.distance(with_hosts, src)
-            dd = self.distance(with_hosts, dst)  # channels come in pairs: the graph is symmetric
-            hops = ds[dst]
-            if np.isfinite(hops):
+            ds = self._hops(with_hosts, src)
+            dd = self._hops(with_hosts, dst)  # channels come in pairs: the graph is symmetric
+            hops = int(ds[dst])
+            if hops != UNREACHABLE:
                 break
         else:
             raise NoRouteError(
                 f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
             )
         u, v = self.ch_src, self.ch_dst
-        on = ds[u] + 1 + dd[v] == hops
+        on = ds[u].astype(np.int32) + 1 + dd[v] == hops  # an UNREACHABLE end never adds up
         if not with_hosts:
             on &= ~(self.is_host[u] | self.is_host[v])
         edges = np.flatnonzero(on)
-        inflow = np.zeros(self.n_devices)
-        inflow[src] = 1.0
-        arrive = np.zeros(self.n_devices)
+        # the devices on these paths, numbered locally: a pair's work follows its paths, not
+        # the fabric (per-device arrays of the whole fabric made routing quadratic in GPUs)
+        nodes, local = np.unique(np.r_[[src, dst], u[edges], v[edges]], return_inverse=True)
+        at_src, at_dst = local[0], local[1]
+        lu, lv_ = local[2 : 2 + len(edges)], local[2 + len(edges) :]
+        n_local = len(nodes)
+        inflow = np.zeros(n_local)
+        inflow[at_src] = 1.0
+        arrive = np.zeros(n_local)
         frac = np.zeros(len(edges))
         level = ds[u[edges]]
-        for lv in range(int(hops)):
+        for lv in range(hops):
             sel = np.flatnonzero(level == lv)
             e = edges[sel]
             w = self.ch_capacity[e].copy()
-            eu = u[e]
-            counts = np.bincount(eu, minlength=self.n_devices)
+            eu, ev = lu[sel], lv_[sel]
+            counts = np.bincount(eu, minlength=n_local)
             if counts.max() > P.MAX_ECMP_FANOUT:
                 w = _cap_fanout(eu, w, e)
-            wsum = np.bincount(eu, weights=w, minlength=self.n_devices)
+            wsum = np.bincount(eu, weights=w, minlength=n_local)
             f = np.where(w > 0, inflow[eu] * w / np.where(wsum[eu] > 0, wsum[eu], 1.0), 0.0)
             frac[sel] = f
-            inflow += np.bincount(v[e], weights=f, minlength=self.n_devices)
+            inflow += np.bincount(ev, weights=f, minlength=n_local)
             through = (
                 arrive[eu] + self.ch_latency[e] + np.where(v[e] == dst, 0.0, self.dev_latency[v[e]])
             )
-            np.maximum.at(arrive, v[e], np.where(f > 0, through, 0.0))
+            np.maximum.at(arrive, ev, np.where(f > 0, through, 0.0))
         keep = frac > 0
         edges, frac = edges[keep], frac[keep]
         link_class = int(self.ch_class[edges].max()) if len(edges) else 0
-        inflow[src] = 0.0
-        inflow[dst] = 0.0
-        return edges, frac, inflow, float(arrive[dst]), link_class
+        inflow[at_src] = 0.0
+        inflow[at_dst] = 0.0
+        dense = np.zeros(self.n_devices)
+        dense[nodes] = inflow
+        return edges, frac, dense, float(arrive[at_dst]), link_class
 
     def _dor_path(self, t: TorusTopology, src: int, dst: int) -> PathSplit:
         """The one dimension-order route of a torus (:func:`~scaleup.topology.torus.dor_route`):
