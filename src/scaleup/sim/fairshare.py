@@ -156,16 +156,12 @@ def maxmin_entries(
     remaining = cap.copy()
     tol = _SATURATION_RTOL * cap
     level = 0.0
-    mark = np.zeros(n_v, dtype=bool)
     steps = np.empty(n_c)
     while len(r):
         inc, saturated = _fill(np.bincount(r, weights=w, minlength=n_c), remaining, tol, steps)
         level += inc
-        newly = c[saturated[r]]
-        rate[newly] = level
-        mark[newly] = True
-        keep = ~mark[c]
-        mark[newly] = False
+        rate[c[saturated[r]]] = level
+        keep = rate[c] == np.inf  # still unfrozen (a frozen rate is the finite level)
         if not keep.any():  # all frozen (most solves end in one round)
             break
         r, c, w = r[keep], c[keep], w[keep]

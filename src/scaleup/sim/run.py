@@ -300,14 +300,16 @@ class Run:
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, _m_row, m_use, m_cap, m_car, _group = self.merged
         m_idx, m_len = csr_rows_lengths(m_ptr, uv)
-        # the active variables' columns in CSC form (32-bit indices: scipy's own, no copy)
-        ptr = np.zeros(len(uv) + 1, dtype=self.m_row.dtype)
-        np.cumsum(m_len, out=ptr[1:])
-        hit = self.m_row[m_idx]
-        if self.solver is maxmin and len(m_idx) >= _COLUMNS_FROM:  # progressive filling on
-            rates = maxmin_columns(ptr, hit, m_use[m_idx], m_cap, cnt)  # merged constraints
-        elif self.solver is maxmin:  # the same floats; cheaper on a few entries
+        columns = len(m_idx) >= _COLUMNS_FROM
+        if columns:  # the active variables' columns in CSC form (32-bit indices: scipy's own)
+            ptr = np.zeros(len(uv) + 1, dtype=self.m_row.dtype)
+            np.cumsum(m_len, out=ptr[1:])
+        else:
             m_col = np.repeat(self.iota[: len(uv)], m_len)
+        hit = self.m_row[m_idx]
+        if self.solver is maxmin and columns:  # progressive filling on merged constraints
+            rates = maxmin_columns(ptr, hit, m_use[m_idx], m_cap, cnt)
+        elif self.solver is maxmin:  # the same floats; cheaper on a few entries
             rates = maxmin_entries(hit, m_col, m_use[m_idx], m_cap, cnt)
         else:
             col_ptr, row, use, _carried = self.system
@@ -326,10 +328,9 @@ class Run:
             )
         # payload flow per merged constraint, in units of capacity (x capacity at the end);
         # a CSC product adds each constraint's entries in order, as the bincount does
-        if len(m_idx) >= _COLUMNS_FROM:
+        if columns:
             flow = sparse_matvec("csc", ptr, hit, m_car[m_idx], rates * cnt, len(m_cap))
         else:
-            m_col = np.repeat(self.iota[: len(uv)], m_len)
             flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
                                minlength=len(m_cap))  # fmt: skip
         used = np.flatnonzero(flow > 0)
