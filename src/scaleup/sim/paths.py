@@ -12,6 +12,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from scaleup import hardware
+from scaleup.collectives.op_table import csr_rows
 from scaleup.errors import NoRouteError
 from scaleup.sim import params as P
 from scaleup.topology.model import Channel, NodeKind, Topology
@@ -99,6 +100,7 @@ class FabricPaths:
         #: splits by (src, dst), per-device inflow kept as its nonzeros (a dense row per pair
         #: would be pairs x devices: ~20 GB at 16,384 GPUs)
         self._paths: dict[tuple[int, int], _CompactSplit] = {}
+        self._out: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
         self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
 
     def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
@@ -115,13 +117,16 @@ class FabricPaths:
             self.ch_capacity[on] = raw * value
 
     # ---- distances -----------------------------------------------------------------------
-    def prepare(self, devices: np.ndarray) -> None:
-        """Compute BFS distances from many devices at once (one C call instead of many).
-        Without host devices both graphs are one: their distances are computed once."""
+    def prepare(self, devices: np.ndarray, graphs: tuple[bool, ...] = (False,)) -> None:
+        """Compute BFS distances from many devices at once (one C call instead of many), in the
+        graph without hosts (``graphs``: which of without / with hosts). The graph through hosts
+        is asked for only where the first has no way. Without host devices both graphs are one:
+        their distances are computed once."""
         hostless = not self.is_host.any()
-        for with_hosts in (False, True):
+        for with_hosts in graphs:
             need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
             if need and with_hosts and hostless:
+                self.prepare(np.asarray(need), (False,))
                 for d in need:
                     self._dist[(True, d)] = self._dist[(False, d)]
             else:
@@ -147,7 +152,7 @@ class FabricPaths:
         """:meth:`distance` as stored: uint16, UNREACHABLE where there is no way."""
         key = (with_hosts, device)
         if key not in self._dist:
-            self.prepare(np.array([device]))
+            self.prepare(np.array([device]), (with_hosts,))
         return self._dist[key]
 
     # ---- paths ---------------------------------------------------------------------------
@@ -182,10 +187,7 @@ class FabricPaths:
                 f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
             )
         u, v = self.ch_src, self.ch_dst
-        on = ds[u].astype(np.int32) + 1 + dd[v] == hops  # an UNREACHABLE end never adds up
-        if not with_hosts:
-            on &= ~(self.is_host[u] | self.is_host[v])
-        edges = np.flatnonzero(on)
+        edges = self._on_shortest_paths(with_hosts, src, dd, hops)
         # the devices on these paths, numbered locally: a pair's work follows its paths, not
         # the fabric (per-device arrays of the whole fabric made routing quadratic in GPUs)
         nodes, local = np.unique(np.r_[[src, dst], u[edges], v[edges]], return_inverse=True)
@@ -221,6 +223,39 @@ class FabricPaths:
         dense = np.zeros(self.n_devices)
         dense[nodes] = inflow
         return edges, frac, dense, float(arrive[at_dst]), link_class
+
+    def _on_shortest_paths(
+        self, with_hosts: bool, src: int, dd: np.ndarray, hops: int
+    ) -> np.ndarray:
+        """The channels ``c`` on a shortest path from ``src`` (``ds[u] + 1 + dd[v] == hops``, in
+        the graph with or without hosts), in id order: grown level by level from ``src`` over
+        the out-channels of the devices reached, keeping those one hop closer to ``dst``, so a
+        pair costs its paths' channels, not the fabric's."""
+        ptr, out = self._out_channels(with_hosts)
+        frontier = np.array([src], dtype=np.int64)
+        found = []
+        for level in range(hops):
+            at = csr_rows(ptr, frontier)
+            ch = out[at]
+            ch = ch[dd[self.ch_dst[ch]] == hops - level - 1]
+            found.append(ch)
+            frontier = np.unique(self.ch_dst[ch])
+        return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+    def _out_channels(self, with_hosts: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each device's out-channels (CSR: pointer, channel ids), in the graph with or without
+        hosts, built once."""
+        if with_hosts not in self._out:
+            keep = np.ones(self.n_channels, dtype=bool)
+            if not with_hosts:
+                keep &= ~(self.is_host[self.ch_src] | self.is_host[self.ch_dst])
+            ids = np.flatnonzero(keep)
+            ids = ids[np.argsort(self.ch_src[ids], kind="stable")]
+            ptr = np.concatenate(
+                [[0], np.cumsum(np.bincount(self.ch_src[ids], minlength=self.n_devices))]
+            )
+            self._out[with_hosts] = (ptr.astype(np.int64), ids.astype(np.int64))
+        return self._out[with_hosts]
 
     def _dor_path(self, t: TorusTopology, src: int, dst: int) -> PathSplit:
         """The one dimension-order route of a torus (:func:`~scaleup.topology.torus.dor_route`):
