@@ -53,12 +53,14 @@ def nvls_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
     devices = _rank_devices(t, ranks)
     if len({d.node for d in devices}) > 1:
         return False
-    for channels in _channels_out(t, devices).values():
-        ends = [t.device(c.dst) for c in channels if is_scale_up_link(c.tech)]
-        specs = [hardware.switch_chip(d.type) for d in ends if d.kind is NodeKind.SWITCH]
-        if not specs or not all(s.in_switch_reduction for s in specs):
-            return False
-    return True
+    return all(_reduces_in_switch(t, chs) for chs in _channels_out(t, devices).values())
+
+
+def _reduces_in_switch(t: Topology, channels: list[Channel]) -> bool:
+    """Whether a rank with these out-channels reaches scale-up switches, all reducing."""
+    ends = [t.device(c.dst) for c in channels if is_scale_up_link(c.tech)]
+    specs = [hardware.switch_chip(d.type) for d in ends if d.kind is NodeKind.SWITCH]
+    return bool(specs) and all(s.in_switch_reduction for s in specs)
 
 
 def is_scale_up_link(tech: str) -> bool:
@@ -75,11 +77,11 @@ def nvls_tree_capable(t: Topology, ranks: Sequence[int] | None = None) -> bool:
     if not t.peer_access:
         return False
     devices = _rank_devices(t, ranks)
-    accs = {d.id: i for i, d in enumerate(t.accelerators)}
-    by_node: dict[int, list[int]] = {}
-    for d in devices:
-        by_node.setdefault(int(d.node), []).append(accs[d.id])
-    return len(by_node) > 1 and all(nvls_capable(t, group) for group in by_node.values())
+    if len({int(d.node) for d in devices}) < 2:
+        return False
+    # nvls_capable of every server's ranks, with the channels gathered in one pass (once per
+    # server would be servers x channels: minutes at 16,384 GPUs)
+    return all(_reduces_in_switch(t, chs) for chs in _channels_out(t, devices).values())
 
 
 def nvlink_class(t: Topology, ranks: Sequence[int] | None = None) -> bool:
