@@ -56,9 +56,9 @@ class Shadow:
 class Replay:
     """Replays ops in topological order, with happens-before bitsets and shadow maps.
 
-    The hot path (:meth:`read_at`, :meth:`write_at`) takes a chunk as plain integers and builds
-    a :class:`~scaleup.collectives.schedule.Chunk` only to name it in an error: the verifier
-    calls it for every operand of every op."""
+    :meth:`read` and :meth:`write` take a chunk as plain integers and build a
+    :class:`~scaleup.collectives.schedule.Chunk` only to name it in an error: the verifier calls
+    them for every operand of every op."""
 
     def __init__(self, schedule: Schedule, order: np.ndarray, in_place: bool = False) -> None:
         self.schedule = schedule
@@ -97,9 +97,6 @@ class Replay:
             anc[op] = bits
         return bits
 
-    def before(self, other: int, bits: int) -> bool:
-        return bool((bits >> self.pos[other]) & 1)
-
     def _race(self, first: int, second: int, what: str, chunk: Chunk) -> RaceError:
         aliased = ", output aliased to input" if self.in_place else ""
         return RaceError(
@@ -108,26 +105,12 @@ class Replay:
             op=second, rank=chunk.rank,
         )  # fmt: skip
 
-    def read(self, op: int, bits: int, chunk: Chunk) -> None:
-        self.read_at(op, bits, chunk.rank, int(chunk.buffer), chunk.offset, chunk.count)
-
-    def write(self, op: int, bits: int, chunk: Chunk) -> None:
-        self.write_at(op, bits, chunk.rank, int(chunk.buffer), chunk.offset, chunk.count)
-
-    def read_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
-        """``op`` (ancestors ``bits``) reads ``count`` elements at ``offset`` of ``rank``'s
-        ``buffer``: each must have been written, by an op ordered before it."""
-        self.read_in(self.shadow(rank, buffer), op, bits, rank, buffer, offset, count)
-
-    def write_at(self, op: int, bits: int, rank: int, buffer: int, offset: int, count: int) -> None:
-        """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
-        ``buffer``: their last writer and every reader since must be ordered before it."""
-        self.write_in(self.shadow(rank, buffer), op, bits, rank, buffer, offset, count)
-
-    def read_in(
+    def read(
         self, sh: Shadow, op: int, bits: int, rank: int, buffer: int, offset: int, count: int
     ) -> None:
-        """:meth:`read_at` on ``sh``, the shadow of (``rank``, ``buffer``) (:meth:`shadow`)."""
+        """``op`` (ancestors ``bits``) reads ``count`` elements at ``offset`` of ``rank``'s
+        ``buffer``, whose shadow is ``sh`` (:meth:`shadow`): each must have been written, by an
+        op ordered before it."""
         lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):
@@ -146,10 +129,12 @@ class Replay:
                 seen[:] = [r for r in seen if not (bits >> pos[r]) & 1]
             seen.append(op)
 
-    def write_in(
+    def write(
         self, sh: Shadow, op: int, bits: int, rank: int, buffer: int, offset: int, count: int
     ) -> None:
-        """:meth:`write_at` on ``sh``, the shadow of (``rank``, ``buffer``) (:meth:`shadow`)."""
+        """``op`` (ancestors ``bits``) writes ``count`` elements at ``offset`` of ``rank``'s
+        ``buffer``, whose shadow is ``sh``: their last writer and every reader since must be
+        ordered before it."""
         lo, hi = sh.span(offset, offset + count)
         writer, readers, pos = sh.writer, sh.readers, self.pos
         for seg in range(lo, hi):

@@ -113,6 +113,9 @@ def apply_op(
     kind: OpKind | int, srcs: Sequence[np.ndarray], dsts: Sequence[np.ndarray], ufunc: np.ufunc
 ) -> None:
     """Execute one op on numpy views of its chunks, exactly as the module docstring defines it."""
+    if len(srcs) == 1 and len(dsts) == 1 and kind == OpKind.COPY:  # the common op: what
+        np.copyto(dsts[0], srcs[0])  # combine() does for it (copyto handles an overlap)
+        return
     if kind == OpKind.REDUCE:
         first, rest = None, srcs[:1]
     else:  # copy: one source; switch_reduce: the sources, left to right

@@ -312,8 +312,8 @@ def _replay_ops(
     ranks = range(schedule.spec.nranks)
     flat = [buffers.get((r, b)) for r in ranks for b in range(width)]
     shadows = [replay.shadow(r, b) for r in ranks for b in range(width)]  # in place: aliased
-    read, write, enter = replay.read_in, replay.write_in, replay.enter
-    reduce_kind, copy_kind = int(OpKind.REDUCE), int(OpKind.COPY)
+    read, write, enter = replay.read, replay.write, replay.enter
+    reduce_kind = int(OpKind.REDUCE)
     for op in order.tolist():
         bits = enter(op)
         c = count[op]
@@ -327,11 +327,6 @@ def _replay_ops(
             read(shadows[dr[d0] * width + db[d0]], op, bits, dr[d0], db[d0], do[d0], c)
         for j in range(d0, d1):
             write(shadows[dr[j] * width + db[j]], op, bits, dr[j], db[j], do[j], c)
-        if k == copy_kind and s1 - s0 == 1 and d1 - d0 == 1:  # apply_op's copy, its checks
-            src = flat[sr[s0] * width + sb[s0]][so[s0] : so[s0] + c]  # left out (copyto
-            dst = flat[dr[d0] * width + db[d0]][do[d0] : do[d0] + c]  # handles an overlap)
-            np.copyto(dst, src)  # type: ignore[index]
-            continue
         srcs = [flat[sr[j] * width + sb[j]][so[j] : so[j] + c] for j in range(s0, s1)]
         dsts = [flat[dr[j] * width + db[j]][do[j] : do[j] + c] for j in range(d0, d1)]
         apply_op(k, srcs, dsts, ufunc)  # type: ignore[index]
