@@ -38,7 +38,8 @@ def link_class(tech: str) -> int:
 
 #: A multipath split: (channel ids, fractions, per-device inflow, latency_s, link class).
 PathSplit = tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
-#: a cached split: channel ids, fractions, the devices with inflow and theirs, latency, class
+#: a split as computed and cached: channel ids, fractions, the devices with inflow and theirs
+#: (nonzeros only), latency, class
 _CompactSplit = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]
 
 #: Hop count standing for "no way" in the uint16 distance rows.
@@ -163,18 +164,16 @@ class FabricPaths:
         cached = self._paths.get(key)
         if cached is None:
             if self._torus is not None:  # devices are the ranks, in rank order
-                split = self._dor_path(self._torus, src, dst)
+                cached = self._dor_path(self._torus, src, dst)
             else:
-                split = self._split(src, dst)
-            edges, frac, inflow, latency, link_class = split
-            nodes = np.flatnonzero(inflow)
-            cached = self._paths[key] = (edges, frac, nodes, inflow[nodes], latency, link_class)
+                cached = self._split(src, dst)
+            self._paths[key] = cached
         edges, frac, nodes, flow, latency, link_class = cached
         inflow = np.zeros(self.n_devices)
         inflow[nodes] = flow
         return edges, frac, inflow, latency, link_class
 
-    def _split(self, src: int, dst: int) -> PathSplit:
+    def _split(self, src: int, dst: int) -> _CompactSplit:
         """:meth:`path` computed: every shortest path, bytes split by capacity at each hop."""
         for with_hosts in (False, True):
             ds = self._hops(with_hosts, src)
@@ -220,9 +219,8 @@ class FabricPaths:
         link_class = int(self.ch_class[edges].max()) if len(edges) else 0
         inflow[at_src] = 0.0
         inflow[at_dst] = 0.0
-        dense = np.zeros(self.n_devices)
-        dense[nodes] = inflow
-        return edges, frac, dense, float(arrive[at_dst]), link_class
+        through = inflow != 0.0
+        return edges, frac, nodes[through], inflow[through], float(arrive[at_dst]), link_class
 
     def _on_shortest_paths(
         self, with_hosts: bool, src: int, dd: np.ndarray, hops: int
@@ -257,7 +255,7 @@ class FabricPaths:
             self._out[with_hosts] = (ptr.astype(np.int64), ids.astype(np.int64))
         return self._out[with_hosts]
 
-    def _dor_path(self, t: TorusTopology, src: int, dst: int) -> PathSplit:
+    def _dor_path(self, t: TorusTopology, src: int, dst: int) -> _CompactSplit:
         """The one dimension-order route of a torus (:func:`~scaleup.topology.torus.dor_route`):
         every byte on it, each chip on the way storing and forwarding."""
         route = dor_route(t, src, dst)
@@ -267,11 +265,10 @@ class FabricPaths:
             [index[(ids[a], ids[b])] for a, b in zip(route, route[1:], strict=False)],
             dtype=np.int64,
         )
-        inflow = np.zeros(self.n_devices)
-        inflow[route[1:-1]] = 1.0
+        middle = np.unique(np.asarray(route[1:-1], dtype=np.int64))
         latency = float(self.ch_latency[edges].sum() + self.dev_latency[route[1:-1]].sum())
         link_class = int(self.ch_class[edges].max()) if len(edges) else 0
-        return edges, np.ones(len(edges)), inflow, latency, link_class
+        return edges, np.ones(len(edges)), middle, np.ones(len(middle)), latency, link_class
 
 
 def _cap_fanout(eu: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
