@@ -232,3 +232,37 @@ def test_inputs_written_by_a_schedule_do_not_fool_the_reference() -> None:
     b.copy(b.input(1, 0, 3), b.input(0, 0, 3))  # overwrites the root's input afterwards
     verify(b.build(), "int32")
     assert np.dtype("int32").kind == "i"
+
+
+def test_misaligned_chunks_race_only_without_an_order() -> None:
+    """Chunks that overlap part of each other (ends 0, 4, 6, 8 on one buffer): the shadow's
+    atoms are every end any op names, so a partial overlap is a race when unordered and fine
+    when ordered."""
+    spec = CollectiveSpec("all_gather", nranks=2, count=8)
+    for ordered in (True, False):
+        b = ScheduleBuilder(spec, "partial", infer_deps=False)
+        first = b.copy(b.input(0, 0, 4), b.output(0, 0, 4), deps=[])
+        second = b.copy(b.input(1, 0, 4), b.output(0, 4, 4), deps=[])
+        mid = b.copy(b.output(0, 2, 4), b.output(1, 2, 4), deps=[first, second][: 1 + ordered])
+        b.copy(b.input(0, 0, 2), b.output(1, 0, 2), deps=[])
+        b.copy(b.input(1, 2, 2), b.output(1, 6, 2), deps=[mid])
+        if ordered:
+            verify(b.build(), "int32")
+        else:
+            with pytest.raises(RaceError, match="a write and a read"):
+                verify(b.build(), "int32")
+
+
+def test_a_shadow_cuts_an_end_it_was_not_given() -> None:
+    """An end outside the precomputed atoms (a caller outside the replay) is cut in: the new
+    atoms inherit their writer and readers."""
+    from scaleup.collectives.hazards import UNWRITTEN, Shadow
+
+    sh = Shadow(10, UNWRITTEN, [4])
+    sh.writer[0], sh.readers[1] = 7, [3]
+    assert sh.span(0, 4) == (0, 1)
+    assert sh.span(2, 7) == (1, 3)
+    assert sh.pts == [0, 2, 4, 7, 10]
+    assert sh.writer == [7, 7, UNWRITTEN, UNWRITTEN]
+    assert sh.readers[3] == [3]
+    assert sh.writer_at(8) == UNWRITTEN

@@ -110,9 +110,17 @@ def combine(
 
 
 def apply_op(
-    kind: OpKind | int, srcs: Sequence[np.ndarray], dsts: Sequence[np.ndarray], ufunc: np.ufunc
+    kind: OpKind | int,
+    srcs: Sequence[np.ndarray],
+    dsts: Sequence[np.ndarray],
+    ufunc: np.ufunc,
+    *,
+    disjoint: bool = False,
 ) -> None:
-    """Execute one op on numpy views of its chunks, exactly as the module docstring defines it."""
+    """Execute one op on numpy views of its chunks, exactly as the module docstring defines it.
+
+    ``disjoint``: the caller knows that no source lies in a destination's buffer (the overlap
+    test is then skipped: the verifier's replay, which knows every operand's buffer)."""
     if len(srcs) == 1 and len(dsts) == 1 and kind == OpKind.COPY:  # the common op: what
         np.copyto(dsts[0], srcs[0])  # combine() does for it (copyto handles an overlap)
         return
@@ -120,5 +128,6 @@ def apply_op(
         first, rest = None, srcs[:1]
     else:  # copy: one source; switch_reduce: the sources, left to right
         first, rest = srcs[0], srcs[1:]
-    stage = np.empty_like(dsts[0]) if needs_stage(dsts[0], first, rest) else None
+    staged = not disjoint and needs_stage(dsts[0], first, rest)
+    stage = np.empty_like(dsts[0]) if staged else None
     combine(dsts, first, rest, ufunc, stage=stage)

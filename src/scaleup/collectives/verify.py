@@ -312,6 +312,7 @@ def _replay_ops(
     ranks = range(schedule.spec.nranks)
     flat = [buffers.get((r, b)) for r in ranks for b in range(width)]
     shadows = [replay.shadow(r, b) for r in ranks for b in range(width)]  # in place: aliased
+    home = [id(sh) for sh in shadows]  # one per buffer in memory (an alias: its input's)
     read, write, enter = replay.read, replay.write, replay.enter
     reduce_kind = int(OpKind.REDUCE)
     for op in order.tolist():
@@ -321,15 +322,29 @@ def _replay_ops(
             continue
         s0, s1, d0, d1 = sp[op], sp[op + 1], dp[op], dp[op + 1]
         k = kind[op]
-        for j in range(s0, s1):
-            read(shadows[sr[j] * width + sb[j]], op, bits, sr[j], sb[j], so[j], c)
+        if s1 - s0 == 1 and d1 - d0 == 1:  # one source, one destination: most ops
+            src, dst = sr[s0] * width + sb[s0], dr[d0] * width + db[d0]
+            read(shadows[src], op, bits, sr[s0], sb[s0], so[s0], c)
+            if k == reduce_kind:
+                read(shadows[dst], op, bits, dr[d0], db[d0], do[d0], c)
+            write(shadows[dst], op, bits, dr[d0], db[d0], do[d0], c)
+            apply_op(k, [flat[src][so[s0] : so[s0] + c]], [flat[dst][do[d0] : do[d0] + c]],
+                     ufunc, disjoint=home[src] != home[dst])  # fmt: skip
+            continue
+        src_keys = [sr[j] * width + sb[j] for j in range(s0, s1)]
+        dst_keys = [dr[j] * width + db[j] for j in range(d0, d1)]
+        src_at = list(zip(src_keys, range(s0, s1), strict=True))
+        dst_at = list(zip(dst_keys, range(d0, d1), strict=True))
+        for key, j in src_at:
+            read(shadows[key], op, bits, sr[j], sb[j], so[j], c)
         if k == reduce_kind:
-            read(shadows[dr[d0] * width + db[d0]], op, bits, dr[d0], db[d0], do[d0], c)
-        for j in range(d0, d1):
-            write(shadows[dr[j] * width + db[j]], op, bits, dr[j], db[j], do[j], c)
-        srcs = [flat[sr[j] * width + sb[j]][so[j] : so[j] + c] for j in range(s0, s1)]
-        dsts = [flat[dr[j] * width + db[j]][do[j] : do[j] + c] for j in range(d0, d1)]
-        apply_op(k, srcs, dsts, ufunc)  # type: ignore[index]
+            read(shadows[dst_keys[0]], op, bits, dr[d0], db[d0], do[d0], c)
+        for key, j in dst_at:
+            write(shadows[key], op, bits, dr[j], db[j], do[j], c)
+        srcs = [flat[key][so[j] : so[j] + c] for key, j in src_at]
+        dsts = [flat[key][do[j] : do[j] + c] for key, j in dst_at]
+        disjoint = {home[key] for key in src_keys}.isdisjoint([home[key] for key in dst_keys])
+        apply_op(k, srcs, dsts, ufunc, disjoint=disjoint)  # type: ignore[index]
 
 
 def _replay_bytes(schedule: Schedule, itemsize: int) -> int:
