@@ -84,3 +84,23 @@ def test_traffic(m: int, g: int, heads: tuple[int, ...] | None) -> None:
     assert np.all(dst_in == count)
     assert crossing == 2 * (m - 1) * count
     assert len(np.unique(t.channel)) == 2
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5, 6])
+def test_tree1_is_tree0_moved_op_for_op(m: int) -> None:
+    """Channel 1 (tree 1) repeats channel 0's ops (tree 0) in the same order with every server
+    moved by NCCL's map between the trees: the mirror for an even server count, the shift by
+    one for an odd one (``ncclGetDtree``), so a parent reduces its children in the images of
+    tree 0's order and the mirror is an automorphism of the schedule."""
+    g = 2
+    spec = CollectiveSpec("all_reduce", m * g, m * g * 4)
+    t = build_schedule("nvls_tree", spec, ranks_per_node=g, channels=2).table
+    phi = (m - 1 - np.arange(m)) if m % 2 == 0 else (np.arange(m) + 1) % m
+    zero, one = np.flatnonzero(t.channel == 0), np.flatnonzero(t.channel == 1)
+    assert len(zero) == len(one)
+    assert np.array_equal(t.kind[zero], t.kind[one])
+    assert np.array_equal(phi[t.rank[zero] // g] * g + t.rank[zero] % g, t.rank[one])
+    for ptr, rank in ((t.src_ptr, t.src_rank), (t.dst_ptr, t.dst_rank)):
+        a = np.concatenate([rank[ptr[i] : ptr[i + 1]] for i in zero])
+        b = np.concatenate([rank[ptr[i] : ptr[i + 1]] for i in one])
+        assert np.array_equal(phi[a // g] * g + a % g, b)

@@ -120,24 +120,31 @@ def _nvls_tree(topology: str, channels: int = 4, chunks: int = 2):
 
 def test_nvls_tree_rotates_every_server_and_cycles_its_copied_channels():
     """An in-switch reduction's sources are a set, so no permutation follows from the ops; the
-    rotation of every server's eight GPUs is tried as it stands, and the channels that copy one
-    another cycle: 8 x 2 (the two copies of each of the double tree's trees on 4 channels)."""
+    rotation of every server's eight GPUs is tried as it stands, the servers in reverse order
+    take tree 0 onto tree 1 (NCCL's mirror), and the channels that copy one another cycle:
+    8 x 2 x 2 (the two copies of each of the double tree's trees on 4 channels)."""
     compiled = _nvls_tree("4xdgx-h100")
     sym = compiled.symmetry()
     assert sym is not None
     rotation = next(g for g in sym.generators if not np.array_equal(g.sigma, np.arange(32)))
     assert rotation.sigma[:9].tolist() == [1, 2, 3, 4, 5, 6, 7, 0, 9]
-    assert sym.order == 16
-    assert len(sym.rep_ops) * 16 == compiled.n_ops
+    mirror = next(g for g in sym.generators if g.sigma[0] >= 24)
+    assert (mirror.sigma // 8).tolist() == [3 - s for s in range(4) for _ in range(8)]
+    assert sorted(mirror.kappa.items()) != sorted((k, k) for k in mirror.kappa)  # trees swap
+    assert sym.order == 32
+    assert len(sym.rep_ops) * 32 == compiled.n_ops
     _same_runs(compiled, "simple", 1e3, None)
     _same_runs(compiled, "simple", 1e3, 512 * 1024)
 
 
 def test_channels_that_differ_are_not_cycled():
-    """One channel of each tree: nothing to cycle, the rotation alone."""
+    """One channel of each tree: no copies to cycle; the rotation, and the two servers swapped
+    with the two trees (the only generator that moves a channel tag)."""
     compiled = _nvls_tree("2xdgx-h100", channels=2)
     sym = compiled.symmetry()
     assert sym is not None
-    assert all(not g.kappa or all(a == b for a, b in g.kappa.items()) for g in sym.generators)
-    assert sym.order == 8
+    moving = [g for g in sym.generators if g.kappa and any(a != b for a, b in g.kappa.items())]
+    assert len(moving) == 1
+    assert moving[0].sigma[0] >= 8
+    assert sym.order == 16
     _same_runs(compiled, "simple", 1e2, 512 * 1024)

@@ -36,7 +36,7 @@ The op-level maps live in :mod:`~scaleup.sim.rank_ops`, the reduced system in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -119,7 +119,13 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
             continue  # one server shift is enough: the smallest that works
         within = i == len(families) - 1
         for target in targets:
-            gen = _generator(c, ranks, int(target), block if within else 0)
+            gen = _generator(c, ranks, int(target), _rotation_within if within else None, block)
+            if gen is not None:
+                found.append(gen)
+                break
+    if across:  # the servers in reverse order (NCCL's tree 1 is tree 0 mirrored)
+        for target in range(n - rpn, n):
+            gen = _generator(c, ranks, target, _servers_reversed, rpn)
             if gen is not None:
                 found.append(gen)
                 break
@@ -138,22 +144,27 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
     return device_image(c.net, c.topology, (np.arange(n) + shift) % n) is not None
 
 
-def _generator(c: CompiledSchedule, ranks: RankOps, target: int, block: int) -> Generator | None:
-    """The generator sending rank 0 to ``target``, or None. ``block`` > 0: ``target`` lies in
-    rank 0's server of ``block`` ranks, and where the ops do not imply a permutation (an
-    in-switch reduction's sources are a set, not a sequence) the rotation of every server's
-    ranks by ``target`` is tried as well."""
+def _generator(
+    c: CompiledSchedule, ranks: RankOps, target: int, guess: Guess | None, block: int
+) -> Generator | None:
+    """The generator sending rank 0 to ``target``, or None. Where the ops do not imply a
+    permutation (an in-switch reduction's sources are a set, not a sequence), ``guess(n,
+    block, target)`` (servers of ``block`` ranks) is tried as well, once."""
     if not ranks.alike(0, target):
         return None
     for k in sorted(ranks.tags, key=lambda tag: tag != ranks.k0):  # the same tag first
         sigma = ranks.propagate(target, k)
-        if sigma is None and block:
-            sigma = _rotation_within(ranks.n, block, target)
-            block = 0  # one guess: it does not depend on the tag
+        if sigma is None and guess is not None:
+            sigma = guess(ranks.n, block, target)
+            guess = None  # one guess: it does not depend on the tag
         gen = None if sigma is None else _checked(c, ranks, sigma, ranks.tag_map(sigma))
         if gen is not None:
             return gen
     return None
+
+
+#: A candidate rank permutation ``guess(n, block, target)`` (see :func:`_generator`).
+Guess = Callable[[int, int, int], "np.ndarray | None"]
 
 
 def _rotation_within(n: int, block: int, shift: int) -> np.ndarray | None:
@@ -163,6 +174,16 @@ def _rotation_within(n: int, block: int, shift: int) -> np.ndarray | None:
         return None
     rank = np.arange(n, dtype=np.int64)
     return rank - rank % block + (rank % block + shift) % block
+
+
+def _servers_reversed(n: int, block: int, target: int) -> np.ndarray | None:
+    """Server ``s`` of ``n / block`` taken to server ``n / block - 1 - s``, every server's
+    ranks rotated so that rank 0 goes to ``target`` (None if ``block`` does not divide ``n``)."""
+    if n % block:
+        return None
+    rank = np.arange(n, dtype=np.int64)
+    server, local = rank // block, rank % block
+    return (n // block - 1 - server) * block + (local + target) % block
 
 
 def _channel_generator(c: CompiledSchedule, ranks: RankOps) -> Generator | None:

@@ -170,6 +170,29 @@ def _template(g: int, parents: list[int]) -> _Template:
     )  # fmt: skip
 
 
+def _tree1_map(m: int) -> np.ndarray:
+    """The server map that takes NCCL's tree 0 onto its tree 1 (``ncclGetDtree``): the mirror
+    ``v -> m - 1 - v`` for an even count, the shift ``v -> v + 1`` for an odd one."""
+    v = np.arange(m, dtype=np.int64)
+    return (m - 1 - v) if m % 2 == 0 else (v + 1) % m
+
+
+def _image(tpl: _Template, phi: np.ndarray) -> _Template:
+    """``tpl`` with every server ``v`` renamed ``phi[v]``: the same ops in the same order, so
+    that tree 1's slice is tree 0's moved by ``phi`` op for op (a parent reduces the images of
+    tree 0's children in tree 0's order)."""
+
+    def moved(rows: np.ndarray) -> np.ndarray:
+        out = rows.copy()
+        out[:, 0] = phi[rows[:, 0]]
+        return out
+
+    return _Template(
+        kind=tpl.kind, issuer=phi[tpl.issuer], step=tpl.step, deps=tpl.deps,
+        n_src=tpl.n_src, src=moved(tpl.src), n_dst=tpl.n_dst, dst=moved(tpl.dst),
+    )  # fmt: skip
+
+
 def _rows(rows: np.ndarray, g: int, local: np.ndarray, offset: np.ndarray) -> np.ndarray:
     """(S * R, 3) chunk rows (rank, buffer, offset) of every slice's template rows ((S, R, 3):
     server, local rank or HEAD, buffer) with slice ``s``'s head ``local[s]`` and ``offset[s]``."""
@@ -192,7 +215,9 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     offset, size, lane = offset[keep], size[keep], lane[keep]
     local = np.asarray(heads, dtype=np.int64)[np.tile(np.arange(h), k * chunks)[keep]]
     channel = lane % k
-    tpl = [_template(g, parents) for parents in dtree_parents(m)]
+    tree0, _tree1 = dtree_parents(m)
+    first = _template(g, tree0)
+    tpl = [first, _image(first, _tree1_map(m))]
     which = channel % 2  # channel c rides tree c % 2
     s, p = len(keep), len(tpl[0].kind)
 
