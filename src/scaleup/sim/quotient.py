@@ -175,12 +175,17 @@ def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np
     mapped = gen.con_image[row]
     if (mapped < 0).any():
         return None
-    owner = np.repeat(np.arange(c.n_vars), lens)
-    a = np.lexsort((mapped, owner))
     b_ent = csr_rows(col_ptr, var_img)
-    b = np.lexsort((row[b_ent], owner))
-    if not np.array_equal(mapped[a], row[b_ent][b]):
-        return None
+    a: slice | np.ndarray
+    b: slice | np.ndarray
+    if np.array_equal(mapped, row[b_ent]):  # the image columns list their constraints in the
+        a = b = slice(None)  # mapped order (routes built alike): compare entry by entry
+    else:  # else as sets: both sides sorted by constraint within each column
+        owner = np.repeat(np.arange(c.n_vars), lens)
+        a = np.lexsort((mapped, owner))
+        b = np.lexsort((row[b_ent], owner))
+        if not np.array_equal(mapped[a], row[b_ent][b]):
+            return None
     if not np.allclose(use[a], use[b_ent][b], rtol=_RTOL, atol=0.0):
         return None
     if not np.allclose(carried[a], carried[b_ent][b], rtol=_RTOL, atol=0.0):
