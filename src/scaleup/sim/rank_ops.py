@@ -180,11 +180,20 @@ def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.n
         return False
     if (length == 1).all():  # one entry per row: compare in place
         return bool(np.array_equal(mapped, vals[ptr[:-1][img]]))
-    owner = np.repeat(np.arange(len(length), dtype=np.int64), length)
-    width = int(max(mapped.max(initial=0), vals.max(initial=0))) + 1
-    ours = np.sort(owner * width + mapped)
-    theirs = np.sort(owner * width + vals[csr_rows(ptr, img)])
-    return bool(np.array_equal(ours, theirs))
+    theirs = vals[csr_rows(ptr, img)]
+    if np.array_equal(mapped, theirs):  # the image rows list the mapped entries in order
+        return True
+    # as multisets: rows of one length side by side, each sorted (short sorts, not one long)
+    starts = np.concatenate([[0], np.cumsum(length)])[:-1]
+    for size in np.unique(length[length > 1]).tolist():
+        rows = np.flatnonzero(length == size)
+        at = (starts[rows][:, None] + np.arange(size)).ravel()
+        a = np.sort(mapped[at].reshape(-1, size), axis=1)
+        b = np.sort(theirs[at].reshape(-1, size), axis=1)
+        if not np.array_equal(a, b):
+            return False
+    single = starts[length == 1]
+    return bool(np.array_equal(mapped[single], theirs[single]))
 
 
 def _smallest(ptr: np.ndarray, vals: np.ndarray) -> np.ndarray:

@@ -116,13 +116,16 @@ def nvls_heads(topology: Topology, ranks: Sequence[int] | None = None) -> Channe
         singles = tuple(Channel(i, (Segment(srv.node, (r,)),), bw) for i, r in enumerate(srv.comm))
         return ChannelPlan("nvls", chosen, singles, node_trees=((-1,), (-1,)))
     heads: list[list[tuple[str, int, float]]] = []
+    graphs: dict[tuple[object, ...], NodeGraph] = {}  # identical servers share one graph
     for srv in servers:
-        graph = _graph(topology, srv, incident)
+        key = _signature(topology, srv, incident)
+        graph = graphs.get(key) or graphs.setdefault(key, _graph(topology, srv, incident))
         own: dict[str, tuple[str, int, float]] = {}
         for i, nic in enumerate(graph.nic_of):
             load = graph.nic_in[i]
             if nic is not None and load and nic not in own:
-                own[nic] = (nic, srv.comm[i], min(graph.capacity[a] / f for a, f in load))
+                here = srv.devices[graph.local[nic]]  # the graph may be another server's
+                own[nic] = (here, srv.comm[i], min(graph.capacity[a] / f for a, f in load))
         heads.append(list(own.values()))
     count = min(len(h) for h in heads)
     bw = min(speed for h in heads for _, _, speed in h[:count])
