@@ -254,6 +254,37 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
     return _Template({k: table[:, i] for i, k in enumerate(names)}, table[:, 7:9], table[:, 9])
 
 
+def _tree_map(tree0: list[int], tree1: list[int]) -> np.ndarray | None:
+    """A rank map taking ``tree0`` onto ``tree1`` (``tree1[phi[r]] == phi[tree0[r]]``) among
+    those NCCL's double binary tree uses (``ncclGetDtree``): the mirror ``r -> n-1-r``, the
+    shift by one, and the same per block of ``g`` ranks (servers in reverse order or shifted by
+    one, each server's ranks in place: the channel search's chains under a double binary tree
+    over the servers); None when none does."""
+    n = len(tree0)
+    if n < 2 or tree0 == tree1:
+        return None
+    rank = np.arange(n, dtype=np.int64)
+    t0, t1 = np.asarray(tree0, dtype=np.int64), np.asarray(tree1, dtype=np.int64)
+    for g in (d for d in range(1, n) if n % d == 0):
+        block, local = rank // g, rank % g
+        for phi in ((n // g - 1 - block) * g + local, (block + 1) % (n // g) * g + local):
+            if np.array_equal(t1[phi], np.where(t0 >= 0, phi[np.maximum(t0, 0)], -1)):
+                return phi
+    return None
+
+
+def _image(tpl: _Template, phi: np.ndarray) -> _Template:
+    """``tpl`` with every rank ``r`` renamed ``phi[r]``: the same ops in the same order. Built
+    so, tree 1's lanes are tree 0's moved op for op (a node reduces the images of tree 0's
+    children in tree 0's order; built from its parents alone it would take them in rank order,
+    which the mirror reverses), so the map between the trees is an automorphism of the schedule
+    wherever the fabric follows it (:mod:`scaleup.sim.symmetry`)."""
+    cols = dict(tpl.cols)
+    for name in ("rank", "src_rank", "dst_rank"):
+        cols[name] = phi[tpl.cols[name]]
+    return _Template(cols, tpl.deps, tpl.jit)
+
+
 def _add_lanes(b: ScheduleBuilder, spec: CollectiveSpec, params: dict[str, Any],
                root: int | None, **shape: Any) -> None:  # fmt: skip
     """Append every lane's ops (:func:`_template` with ``shape``) in lane order, one
@@ -261,6 +292,13 @@ def _add_lanes(b: ScheduleBuilder, spec: CollectiveSpec, params: dict[str, Any],
     lanes = _lanes(spec, params, root)
     tpl: dict[tuple[int, ...], _Template] = {}
     groups: dict[int, list[int]] = {}
+    for pair in _trees(spec, params, root):  # tree 1 as tree 0 moved, where it is (see _image)
+        first = tpl.get(tuple(pair[0])) or tpl.setdefault(
+            tuple(pair[0]), _template(pair[0], **shape)
+        )
+        phi = _tree_map(pair[0], pair[1])
+        if phi is not None and tuple(pair[1]) not in tpl:
+            tpl[tuple(pair[1])] = _image(first, phi)
     for i, lane in enumerate(lanes):
         if tuple(lane[4]) not in tpl:
             tpl[tuple(lane[4])] = _template(lane[4], **shape)
