@@ -111,7 +111,7 @@ class Quotient:
 
 def _quotient_system(c: CompiledSchedule, sym: Symmetry, proto: Protocol) -> dict[str, Any] | None:
     (col_ptr, row, use, carried), capacity, latency, _memo = c.system(proto)
-    used = np.unique(row)
+    used = _used(row, len(capacity))
     edges = []
     for gen in sym.generators:
         targets = _invariant_under(c, gen, proto)
@@ -190,12 +190,19 @@ def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np
         return None
     if not np.allclose(carried[a], carried[b_ent][b], rtol=_RTOL, atol=0.0):
         return None
-    used = np.unique(row)
     in_used = np.zeros(len(capacity), dtype=bool)
-    in_used[used] = True
+    in_used[row] = True
+    used = np.flatnonzero(in_used)
     targets = gen.con_image[used]
     if not in_used[targets].all() or len(np.unique(targets)) != len(used):
         return None
     if not np.allclose(capacity[targets], capacity[used], rtol=_RTOL, atol=0.0):
         return None
     return targets
+
+
+def _used(row: np.ndarray, n_constraints: int) -> np.ndarray:
+    """The constraints some entry uses, ascending (``np.unique(row)`` without the sort)."""
+    mark = np.zeros(n_constraints, dtype=bool)
+    mark[row] = True
+    return np.flatnonzero(mark)
