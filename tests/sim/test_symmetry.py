@@ -12,6 +12,8 @@ import json
 import numpy as np
 import pytest
 from helpers_sim import uniform_switch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from scaleup.cli import app
@@ -148,3 +150,46 @@ def test_channels_that_differ_are_not_cycled():
     assert moving[0].sigma[0] >= 8
     assert sym.order == 16
     _same_runs(compiled, "simple", 1e2, 512 * 1024)
+
+
+@given(
+    lens=st.lists(st.integers(0, 6), min_size=1, max_size=30),
+    data=st.data(),
+)
+@settings(max_examples=60, deadline=None)
+def test_sorting_within_columns_is_lexsort_by_column_then_key(lens, data):
+    """The quotient check's per-column sort (short sorts of columns of one length side by
+    side) is ``np.lexsort((key, column))``, ties in entry order."""
+    from scaleup.sim.quotient import _sorted_within
+
+    n = sum(lens)
+    key = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)), dtype=np.int64)
+    lengths = np.array(lens, dtype=np.int64)
+    owner = np.repeat(np.arange(len(lens)), lengths)
+    assert np.array_equal(_sorted_within(lengths, key), np.lexsort((key, owner)))
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_rows_match_is_a_multiset_test(data):
+    """``rank_ops._rows_match`` (rows compared in place, else rows of one length sorted side by
+    side) says whether row ``img[i]`` holds row ``i``'s mapped entries as a multiset."""
+    from scaleup.sim.rank_ops import _rows_match
+
+    lens = np.array(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=12)))
+    n = len(lens)
+    img = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    total = int(ptr[-1])
+    vals = np.array(data.draw(st.lists(st.integers(0, 3), min_size=total, max_size=total)))
+    mapped = np.array(data.draw(st.lists(st.integers(0, 3), min_size=total, max_size=total)))
+    if data.draw(st.booleans()):  # a true case: every row i holds row img[i] in some order
+        rows = [vals[ptr[img[i]] : ptr[img[i]] + lens[i]] for i in range(n)]
+        mapped = np.concatenate([data.draw(st.permutations(list(r))) for r in rows])
+        mapped = mapped if len(mapped) == total else np.zeros(total, dtype=np.int64)
+    want = all(
+        lens[img[i]] == lens[i]
+        and sorted(mapped[ptr[i] : ptr[i + 1]]) == sorted(vals[ptr[img[i]] : ptr[img[i] + 1]])
+        for i in range(n)
+    )
+    assert _rows_match(ptr, mapped, vals, img) == want
