@@ -160,13 +160,13 @@ def test_channels_that_differ_are_not_cycled():
 def test_sorting_within_columns_is_lexsort_by_column_then_key(lens, data):
     """The quotient check's per-column sort (short sorts of columns of one length side by
     side) is ``np.lexsort((key, column))``, ties in entry order."""
-    from scaleup.sim.quotient import _sorted_within
+    from scaleup.collectives.op_table import csr_sort_order
 
     n = sum(lens)
     key = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)), dtype=np.int64)
     lengths = np.array(lens, dtype=np.int64)
     owner = np.repeat(np.arange(len(lens)), lengths)
-    assert np.array_equal(_sorted_within(lengths, key), np.lexsort((key, owner)))
+    assert np.array_equal(csr_sort_order(lengths, key), np.lexsort((key, owner)))
 
 
 @given(data=st.data())

@@ -17,7 +17,17 @@ import numpy as np
 
 from scaleup.errors import ScheduleError
 
-__all__ = ["Buffer", "Chunk", "Op", "OpKind", "OpTable", "OpsView", "csr_rows", "csr_rows_lengths"]
+__all__ = [
+    "Buffer",
+    "Chunk",
+    "Op",
+    "OpKind",
+    "OpTable",
+    "OpsView",
+    "csr_rows",
+    "csr_rows_lengths",
+    "csr_sort_order",
+]
 
 
 class _Labelled(IntEnum):
@@ -274,3 +284,15 @@ def csr_rows_lengths(ptr: np.ndarray, ops: np.ndarray) -> tuple[np.ndarray, np.n
     if not total:
         return np.zeros(0, dtype=np.int64), lengths
     return np.repeat(begin - (ends - lengths), lengths) + np.arange(total), lengths
+
+
+def csr_sort_order(lengths: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The entry order that sorts every row's entries by ``key``, stably, rows staying in place
+    (rows of ``lengths`` consecutive entries): ``np.lexsort((key, row_of_entry))``, as short
+    sorts of the rows of one length side by side instead of one sort of every entry."""
+    starts = np.concatenate([[0], np.cumsum(lengths)])[:-1].astype(np.int64)
+    order = np.arange(len(key))
+    for size in np.unique(lengths[lengths > 1]).tolist():
+        at = starts[lengths == size][:, None] + np.arange(size)
+        order[at] = np.take_along_axis(at, np.argsort(key[at], axis=1, kind="stable"), axis=1)
+    return order

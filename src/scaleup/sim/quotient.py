@@ -13,7 +13,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from scaleup.collectives.op_table import csr_rows
+from scaleup.collectives.op_table import csr_rows, csr_sort_order
 from scaleup.sim.fairshare import column_classes, merge_constraints
 from scaleup.sim.memo import RateMemo
 from scaleup.sim.pipeline import Pipeline
@@ -181,8 +181,8 @@ def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np
     if np.array_equal(mapped, row[b_ent]):  # the image columns list their constraints in the
         a = b = slice(None)  # mapped order (routes built alike): compare entry by entry
     else:  # else as sets: both sides sorted by constraint within each column
-        a = _sorted_within(lens, mapped)
-        b = _sorted_within(lens, row[b_ent])
+        a = csr_sort_order(lens, mapped)
+        b = csr_sort_order(lens, row[b_ent])
         if not np.array_equal(mapped[a], row[b_ent][b]):
             return None
     if not np.allclose(use[a], use[b_ent][b], rtol=_RTOL, atol=0.0):
@@ -205,15 +205,3 @@ def _used(row: np.ndarray, n_constraints: int) -> np.ndarray:
     mark = np.zeros(n_constraints, dtype=bool)
     mark[row] = True
     return np.flatnonzero(mark)
-
-
-def _sorted_within(lens: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """The entry order that sorts every column's entries by ``key`` (stably; columns of
-    ``lens`` entries each, in place): ``np.lexsort((key, owner))``, as short sorts of the
-    columns of one length side by side instead of one sort of every entry."""
-    starts = np.concatenate([[0], np.cumsum(lens)])[:-1]
-    order = np.arange(len(key))
-    for size in np.unique(lens[lens > 1]).tolist():
-        at = starts[lens == size][:, None] + np.arange(size)
-        order[at] = np.take_along_axis(at, np.argsort(key[at], axis=1, kind="stable"), axis=1)
-    return order

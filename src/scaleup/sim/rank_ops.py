@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scaleup.collectives.op_table import csr_rows
+from scaleup.collectives.op_table import csr_rows, csr_sort_order
 
 if TYPE_CHECKING:
     from scaleup.sim.simulate import CompiledSchedule
@@ -183,17 +183,9 @@ def _rows_match(ptr: np.ndarray, mapped: np.ndarray, vals: np.ndarray, img: np.n
     theirs = vals[csr_rows(ptr, img)]
     if np.array_equal(mapped, theirs):  # the image rows list the mapped entries in order
         return True
-    # as multisets: rows of one length side by side, each sorted (short sorts, not one long)
-    starts = np.concatenate([[0], np.cumsum(length)])[:-1]
-    for size in np.unique(length[length > 1]).tolist():
-        rows = np.flatnonzero(length == size)
-        at = (starts[rows][:, None] + np.arange(size)).ravel()
-        a = np.sort(mapped[at].reshape(-1, size), axis=1)
-        b = np.sort(theirs[at].reshape(-1, size), axis=1)
-        if not np.array_equal(a, b):
-            return False
-    single = starts[length == 1]
-    return bool(np.array_equal(mapped[single], theirs[single]))
+    # as multisets: both sides sorted within every row
+    ours, image = csr_sort_order(length, mapped), csr_sort_order(length, theirs)
+    return bool(np.array_equal(mapped[ours], theirs[image]))
 
 
 def _smallest(ptr: np.ndarray, vals: np.ndarray) -> np.ndarray:

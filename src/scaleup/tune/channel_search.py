@@ -119,7 +119,9 @@ def nvls_heads(topology: Topology, ranks: Sequence[int] | None = None) -> Channe
     graphs: dict[tuple[object, ...], NodeGraph] = {}  # identical servers share one graph
     for srv in servers:
         key = _signature(topology, srv, incident)
-        graph = graphs.get(key) or graphs.setdefault(key, _graph(topology, srv, incident))
+        if key not in graphs:
+            graphs[key] = _graph(topology, srv, incident)
+        graph = graphs[key]
         own: dict[str, tuple[str, int, float]] = {}
         for i, nic in enumerate(graph.nic_of):
             load = graph.nic_in[i]

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, op_table, split
-from scaleup.collectives.algorithms.tree import dtree_parents
+from scaleup.collectives.algorithms.tree import dtree_parents, tree_map
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
@@ -170,13 +170,6 @@ def _template(g: int, parents: list[int]) -> _Template:
     )  # fmt: skip
 
 
-def _tree1_map(m: int) -> np.ndarray:
-    """The server map that takes NCCL's tree 0 onto its tree 1 (``ncclGetDtree``): the mirror
-    ``v -> m - 1 - v`` for an even count, the shift ``v -> v + 1`` for an odd one."""
-    v = np.arange(m, dtype=np.int64)
-    return (m - 1 - v) if m % 2 == 0 else (v + 1) % m
-
-
 def _image(tpl: _Template, phi: np.ndarray) -> _Template:
     """``tpl`` with every server ``v`` renamed ``phi[v]``: the same ops in the same order, so
     that tree 1's slice is tree 0's moved by ``phi`` op for op (a parent reduces the images of
@@ -215,9 +208,10 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     offset, size, lane = offset[keep], size[keep], lane[keep]
     local = np.asarray(heads, dtype=np.int64)[np.tile(np.arange(h), k * chunks)[keep]]
     channel = lane % k
-    tree0, _tree1 = dtree_parents(m)
+    tree0, tree1 = dtree_parents(m)
     first = _template(g, tree0)
-    tpl = [first, _image(first, _tree1_map(m))]
+    phi = tree_map(tree0, tree1)  # NCCL's mirror or shift; None for one server
+    tpl = [first, _template(g, tree1) if phi is None else _image(first, phi)]
     which = channel % 2  # channel c rides tree c % 2
     s, p = len(keep), len(tpl[0].kind)
 

@@ -50,7 +50,7 @@ from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
-__all__ = ["BUILDERS", "PARAMS", "btree_parents", "dtree_parents", "normalise"]
+__all__ = ["BUILDERS", "PARAMS", "btree_parents", "dtree_parents", "normalise", "tree_map"]
 
 PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "parents": None}
 
@@ -254,7 +254,7 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
     return _Template({k: table[:, i] for i, k in enumerate(names)}, table[:, 7:9], table[:, 9])
 
 
-def _tree_map(tree0: list[int], tree1: list[int]) -> np.ndarray | None:
+def tree_map(tree0: list[int], tree1: list[int]) -> np.ndarray | None:
     """A rank map taking ``tree0`` onto ``tree1`` (``tree1[phi[r]] == phi[tree0[r]]``) among
     those NCCL's double binary tree uses (``ncclGetDtree``): the mirror ``r -> n-1-r``, the
     shift by one, and the same per block of ``g`` ranks (servers in reverse order or shifted by
@@ -292,13 +292,12 @@ def _add_lanes(b: ScheduleBuilder, spec: CollectiveSpec, params: dict[str, Any],
     lanes = _lanes(spec, params, root)
     tpl: dict[tuple[int, ...], _Template] = {}
     groups: dict[int, list[int]] = {}
-    for pair in _trees(spec, params, root):  # tree 1 as tree 0 moved, where it is (see _image)
-        first = tpl.get(tuple(pair[0])) or tpl.setdefault(
-            tuple(pair[0]), _template(pair[0], **shape)
-        )
-        phi = _tree_map(pair[0], pair[1])
-        if phi is not None and tuple(pair[1]) not in tpl:
-            tpl[tuple(pair[1])] = _image(first, phi)
+    for tree0, tree1 in _trees(spec, params, root):  # tree 1 as tree 0 moved, where it is
+        if tuple(tree0) not in tpl:
+            tpl[tuple(tree0)] = _template(tree0, **shape)
+        phi = tree_map(tree0, tree1)
+        if phi is not None and tuple(tree1) not in tpl:
+            tpl[tuple(tree1)] = _image(tpl[tuple(tree0)], phi)
     for i, lane in enumerate(lanes):
         if tuple(lane[4]) not in tpl:
             tpl[tuple(lane[4])] = _template(lane[4], **shape)
