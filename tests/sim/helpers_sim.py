@@ -81,3 +81,8 @@ def alpha_beta(
     arch = str(hardware.accelerator(topology.accelerators[order[0]].type).arch)
     beta = min(inject, channels * proto.cta_bytes_per_s(arch))
     return AlphaBeta(P.KERNEL_LAUNCH_S + proto.launch_latency_s, alpha, beta)
+
+
+def structure_kinds(session) -> set[str]:
+    """The class names of every structure a tuning session compiled (patterns or whole tables)."""
+    return {type(c).__name__ for q in session._questions.values() for c in q.compiled.values()}

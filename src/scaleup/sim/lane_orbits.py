@@ -31,7 +31,7 @@ from scaleup.sim.network import Network
 from scaleup.sim.symmetry import device_image, network_image
 from scaleup.topology.model import Topology
 
-__all__ = ["LaneGenerator", "Orbits", "lane_generators", "orbits"]
+__all__ = ["LaneGenerator", "Orbits", "fabric_invariant", "lane_generators", "orbits"]
 
 _RTOL = 1e-9
 
@@ -153,7 +153,7 @@ def _generator(
         if lanes is None:
             continue
         con_image = network_image(net, tau)
-        if con_image is None or not _fabric_invariant(net, topology, sigma, con_image):
+        if con_image is None or not fabric_invariant(net, topology, sigma, con_image):
             continue
         return LaneGenerator(sigma, lanes[0], lanes[1], con_image)
     return None
@@ -183,7 +183,7 @@ def _lane_map(
     return image, shift
 
 
-def _fabric_invariant(
+def fabric_invariant(
     net: Network, topology: Topology, sigma: np.ndarray, con_image: np.ndarray
 ) -> bool:
     """Whether the mapped constraints keep their capacities, channels their latencies, and

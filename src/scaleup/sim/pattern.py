@@ -22,15 +22,23 @@ ranks, a pipelined run) returns None and the caller builds the whole schedule.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from scaleup.collectives.algorithms import prepare_params
-from scaleup.collectives.algorithms.ring import ROW_BUILDERS, Rows, chain_starts, lanes, row_counts
+from scaleup.collectives.algorithms.ring import (
+    ROW_BUILDERS,
+    Lanes,
+    Rows,
+    chain_starts,
+    lanes,
+    row_counts,
+)
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec, itemsize
-from scaleup.errors import UsageError
+from scaleup.errors import SimulationError, UsageError
 from scaleup.sim.fairshare import get_solver
 from scaleup.sim.lane_orbits import LaneGenerator, Orbits, lane_generators, orbits
 from scaleup.sim.network import Network
@@ -42,29 +50,117 @@ from scaleup.sim.symmetry import Symmetry
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 
-__all__ = ["RingPattern"]
+__all__ = ["Move", "Pattern", "RingPattern", "routes_follow"]
 
 _RTOL = 1e-9
 
 
-class RingPattern:
-    """A ring all_reduce, all_gather or reduce_scatter as its representative chains, compiled;
-    :meth:`run` and :meth:`lower_bound_s` as on a :class:`~scaleup.sim.CompiledSchedule`.
-    Build with :meth:`of` (None where the pattern does not hold, see module)."""
+@dataclass(frozen=True)
+class Move:
+    """One automorphism as a pattern uses it: ranks move by ``sigma``, network constraints by
+    ``con_image`` (-1: the device map does not say), channel tags by ``kappa`` (-1: no image)."""
+
+    sigma: np.ndarray
+    con_image: np.ndarray
+    kappa: np.ndarray
+
+
+class Pattern:
+    """Representative ops, compiled, standing for a whole schedule: :meth:`run` and
+    :meth:`lower_bound_s` as on a :class:`~scaleup.sim.CompiledSchedule`, over the flow-class
+    quotient that ``moves`` (automorphisms of the schedule and the fabric) and the
+    multiplicities (ops each representative stands for) define."""
+
+    #: whether :meth:`run` takes ``step_bytes`` (the representatives know the whole table's
+    #: pipelining structure)
+    pipelined = False
 
     def __init__(
-        self, compiled: CompiledSchedule, multiplicity: np.ndarray, generators: tuple[Any, ...],
-        n_ops_full: int,
+        self, compiled: CompiledSchedule, multiplicity: np.ndarray, moves: tuple[Move, ...],
+        n_ops_full: int, n_tags: int,
     ) -> None:  # fmt: skip
         self.compiled = compiled
         #: the representative ops, as a Schedule (its ``params`` are the full schedule's)
         self.schedule: Schedule = compiled.schedule
         self.multiplicity = multiplicity
-        self.generators = generators
+        self.moves = moves
         #: how many ops the full schedule has
         self.n_ops_full = n_ops_full
+        #: channel tags of the full schedule (the thread blocks' grid is ranks x tags)
+        self.n_tags = n_tags
         self._quotients: dict[str, Quotient | None] = {}
         self._unit: dict[str, float] = {}
+
+    # ---- the quotient --------------------------------------------------------------------
+    def quotient(self, proto: Protocol) -> Quotient | None:
+        """The flow-class system for ``proto`` over the representatives, cached (None when a
+        constraint orbit is not closed or thread blocks of an orbit differ)."""
+        if proto.name not in self._quotients:
+            parts = _pattern_system(self, proto)
+            sym = Symmetry((), np.arange(len(self.multiplicity)), np.arange(len(self.multiplicity)),
+                           self.multiplicity.astype(np.int64))  # fmt: skip
+            self._quotients[proto.name] = (
+                None if parts is None else Quotient(self.compiled, sym, parts)
+            )
+        return self._quotients[proto.name]
+
+    def run(
+        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0,
+        solver: str = "maxmin", step_bytes: float | None = None, exact: bool = False,
+    ) -> SimResult:  # fmt: skip
+        """Time the collective (see :meth:`~scaleup.sim.CompiledSchedule.run`); the result's
+        per-op arrays hold the representatives. ``exact``, another solver, or ``step_bytes``
+        where the pattern is not :attr:`pipelined`, are the full schedule's business: a
+        UsageError."""
+        if exact or solver != "maxmin" or (step_bytes is not None and not self.pipelined):
+            raise UsageError(
+                "a pattern runs flow classes with the maxmin solver"
+                + ("" if self.pipelined else ", unpipelined")
+                + "; build the whole schedule for exact, other solvers or step_bytes",
+                source="pattern",
+            )
+        if step_bytes is not None and not step_bytes > 0:
+            raise UsageError(f"step_bytes must be > 0, got {step_bytes!r}", source="step_bytes")
+        proto = protocol(protocol_name)
+        if proto.name != "simple" and np.any(self.schedule.table.kind == int(OpKind.SWITCH_REDUCE)):
+            raise SimulationError(
+                "nvls (switch_reduce) runs with the simple protocol only", source=proto.name
+            )
+        quotient = self.quotient(proto)
+        if quotient is None:
+            raise UsageError("the pattern's constraint orbits do not close", source="pattern")
+        solve = get_solver(solver)
+        return Run(quotient, proto, itemsize(dtype) * float(scale), solve, step_bytes).result()
+
+    def lower_bound_s(
+        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0
+    ) -> float:
+        """The congestion bound of :meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`: an
+        orbit's members carry equal loads, so its load per member is the quotient's."""
+        proto = protocol(protocol_name)
+        unit = self._unit.get(proto.name)
+        if unit is None:
+            q = self.quotient(proto)
+            if q is None:
+                return self.compiled.start_s(proto)
+            (col_ptr, row, use, _carried), capacity, _lat, _memo = q.system(proto)
+            var_count = np.bincount(q.var_of_op, weights=q.count, minlength=q.n_vars)
+            per_entry = use * np.repeat(var_count, np.diff(col_ptr))
+            load = np.bincount(row, weights=per_entry, minlength=len(capacity))
+            unit = self._unit[proto.name] = float((load / capacity).max(initial=0.0))
+        return float(self.compiled.start_s(proto) + unit * itemsize(dtype) * float(scale))
+
+
+class RingPattern(Pattern):
+    """A ring all_reduce, all_gather or reduce_scatter as its representative chains, compiled.
+    Build with :meth:`of` (None where the pattern does not hold, see module)."""
+
+    def __init__(
+        self, compiled: CompiledSchedule, multiplicity: np.ndarray, generators: tuple[Any, ...],
+        n_ops_full: int, moves: tuple[Move, ...], n_tags: int,
+    ) -> None:  # fmt: skip
+        super().__init__(compiled, multiplicity, moves, n_ops_full, n_tags)
+        self.generators = generators
 
     @classmethod
     def of(
@@ -98,80 +194,41 @@ class RingPattern:
         assert built.op_group is not None  # noqa: S101 - built for rows
         mult = np.r_[rows.size, ranks.size][built.op_group].astype(np.float64)
         compiled = CompiledSchedule(built.schedule, topology, None, net)
-        if not all(_routes_follow(compiled, g) for g in gens):
+        moves = _lane_moves(ln, gens)
+        if moves is None or not all(routes_follow(compiled, m) for m in moves):
             return None
         full = int(np.r_[rows.size, ranks.size][built.op_group].sum())
-        return cls(compiled, mult, gens, full)
-
-    # ---- the quotient --------------------------------------------------------------------
-    def quotient(self, proto: Protocol) -> Quotient | None:
-        """The flow-class system for ``proto`` over the representatives, cached (None when a
-        constraint orbit is not closed or thread blocks of an orbit differ)."""
-        if proto.name not in self._quotients:
-            parts = _pattern_system(self, proto)
-            sym = Symmetry((), np.arange(len(self.multiplicity)), np.arange(len(self.multiplicity)),
-                           self.multiplicity.astype(np.int64))  # fmt: skip
-            self._quotients[proto.name] = (
-                None if parts is None else Quotient(self.compiled, sym, parts)
-            )
-        return self._quotients[proto.name]
-
-    def run(
-        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0,
-        solver: str = "maxmin", step_bytes: float | None = None, exact: bool = False,
-    ) -> SimResult:  # fmt: skip
-        """Time the collective (see :meth:`~scaleup.sim.CompiledSchedule.run`); the result's
-        per-op arrays hold the representatives. ``exact``, another solver or ``step_bytes``
-        are the full schedule's business: a UsageError."""
-        if exact or solver != "maxmin" or step_bytes is not None:
-            raise UsageError(
-                "a ring pattern runs flow classes with the maxmin solver, unpipelined; "
-                "build the whole schedule for exact, other solvers or step_bytes",
-                source="pattern",
-            )
-        proto = protocol(protocol_name)
-        quotient = self.quotient(proto)
-        if quotient is None:
-            raise UsageError("the pattern's constraint orbits do not close", source="pattern")
-        return Run(quotient, proto, itemsize(dtype) * float(scale), get_solver(solver)).result()
-
-    def lower_bound_s(
-        self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0
-    ) -> float:
-        """The congestion bound of :meth:`~scaleup.sim.CompiledSchedule.lower_bound_s`: an
-        orbit's members carry equal loads, so its load per member is the quotient's."""
-        proto = protocol(protocol_name)
-        unit = self._unit.get(proto.name)
-        if unit is None:
-            q = self.quotient(proto)
-            if q is None:
-                return self.compiled.start_s(proto)
-            (col_ptr, row, use, _carried), capacity, _lat, _memo = q.system(proto)
-            var_count = np.bincount(q.var_of_op, weights=q.count, minlength=q.n_vars)
-            per_entry = use * np.repeat(var_count, np.diff(col_ptr))
-            load = np.bincount(row, weights=per_entry, minlength=len(capacity))
-            unit = self._unit[proto.name] = float((load / capacity).max(initial=0.0))
-        return float(self.compiled.start_s(proto) + unit * itemsize(dtype) * float(scale))
+        return cls(compiled, mult, gens, full, moves, int(ln.channel.max()) + 1)
 
 
-def _routes_follow(c: CompiledSchedule, gen: LaneGenerator) -> bool:
-    """Whether every representative's route, moved by ``gen``, is the route between the moved
-    ranks: same (mapped) constraints with the same coefficients, same latency and class.
+def routes_follow(c: CompiledSchedule, move: Move) -> bool:
+    """Whether every representative's route, moved by ``move``, is the route the simulator
+    takes between the moved ranks (for an in-switch reduction: the moved issuer, sources and
+    destinations): same (mapped) constraints with the same coefficients, same latency and class.
 
     All routes are compared at once (concatenated, sorted by route then constraint), which is
     the per-route comparison: a route's constraints are distinct, so sorting them is unique."""
     t = c.schedule.table
     net = c.net
     routes = net.routes
-    p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
-    if len(p2p) != t.n_ops:
-        return False
-    src = gen.sigma[t.src_rank[t.src_ptr[p2p]].astype(np.int64)].tolist()
-    dst = gen.sigma[t.dst_rank[t.dst_ptr[p2p]].astype(np.int64)].tolist()
-    red = (t.kind[p2p] == int(OpKind.REDUCE)).tolist()
+    sigma = move.sigma
     ids, first = np.unique(c.route, return_index=True)
     mine = [routes[i] for i in ids.tolist()]
-    theirs = [routes[net.transfer_route(src[i], dst[i], reduce=red[i])] for i in first.tolist()]
+    p2p = first[t.kind[first] != int(OpKind.SWITCH_REDUCE)]
+    ends = np.r_[t.src_rank[t.src_ptr[p2p]], t.dst_rank[t.dst_ptr[p2p]]].astype(np.int64)
+    net.prepare(net.acc_devices[np.unique(sigma[ends])])  # one search from every moved end
+    theirs = []
+    for i in first.tolist():
+        if t.kind[i] == int(OpKind.SWITCH_REDUCE):
+            srcs = sigma[t.src_rank[t.src_ptr[i] : t.src_ptr[i + 1]]]
+            dsts = sigma[t.dst_rank[t.dst_ptr[i] : t.dst_ptr[i + 1]]]
+            rid = net.switch_route(
+                tuple(srcs.tolist()), tuple(dsts.tolist()), int(sigma[t.rank[i]])
+            )
+        else:
+            src, dst = int(sigma[t.src_rank[t.src_ptr[i]]]), int(sigma[t.dst_rank[t.dst_ptr[i]]])
+            rid = net.transfer_route(src, dst, reduce=bool(t.kind[i] == int(OpKind.REDUCE)))
+        theirs.append(routes[rid])
     if any(a.link_class != b.link_class or a.inflate != b.inflate
            for a, b in zip(mine, theirs, strict=True)):  # fmt: skip
         return False
@@ -180,10 +237,10 @@ def _routes_follow(c: CompiledSchedule, gen: LaneGenerator) -> bool:
         return False
     return _same_usage(
         [r.net_rows for r in mine], [r.net_vals for r in mine],
-        [r.net_rows for r in theirs], [r.net_vals for r in theirs], gen.con_image,
+        [r.net_rows for r in theirs], [r.net_vals for r in theirs], move.con_image,
     ) and _same_usage(
         [r.mem_rows for r in mine], [r.mem_vals for r in mine],
-        [r.mem_rows for r in theirs], [r.mem_vals for r in theirs], gen.con_image,
+        [r.mem_rows for r in theirs], [r.mem_vals for r in theirs], move.con_image,
     )  # fmt: skip
 
 
@@ -211,21 +268,18 @@ def _same_usage(
     return bool(np.allclose(va[a], vb[b], rtol=_RTOL, atol=0))
 
 
-def _pattern_system(p: RingPattern, proto: Protocol) -> dict[str, Any] | None:
+def _pattern_system(p: Pattern, proto: Protocol) -> dict[str, Any] | None:
     """The quotient system (as :func:`scaleup.sim.quotient._quotient_system` makes it) from the
-    representatives' own columns, the generators' constraint orbits and the multiplicities."""
+    representatives' own columns, the moves' constraint orbits and the multiplicities."""
     c = p.compiled
     (col_ptr, row, use, carried), capacity, latency, _memo = c.system(proto)
     net = c.net
     base = net.n_constraints
-    network = orbits(base, [g.con_image for g in p.generators])
+    network = orbits(base, [m.con_image[:base] for m in p.moves])
     used_net = np.unique(row[row < base])
-    if not _closed(network, used_net, p.generators):
+    if not _closed(network, used_net, p.moves):
         return None
-    ctas = _cta_orbits(c, p.generators)
-    if ctas is None:
-        return None
-    cta_label, cta_size = ctas
+    cta_label, cta_size = _cta_orbits(c, p.moves, p.n_tags)
     # thread blocks of one orbit: the same capacity (one accelerator type, checked per generator)
     n_net = len(network.size)
     orbit = np.r_[network.label, n_net + cta_label]
@@ -260,22 +314,34 @@ def _pattern_system(p: RingPattern, proto: Protocol) -> dict[str, Any] | None:
     }
 
 
-def _closed(network: Orbits, used: np.ndarray, gens: tuple[LaneGenerator, ...]) -> bool:
-    """Whether every member of the orbits of ``used`` has an image under every generator."""
+def _closed(network: Orbits, used: np.ndarray, moves: tuple[Move, ...]) -> bool:
+    """Whether every member of the orbits of ``used`` has an image under every move."""
     members = np.flatnonzero(np.isin(network.label, np.unique(network.label[used])))
-    return all(bool((g.con_image[members] >= 0).all()) for g in gens)
+    return all(bool((m.con_image[members] >= 0).all()) for m in moves)
 
 
 def _cta_orbits(
-    c: CompiledSchedule, gens: tuple[LaneGenerator, ...]
-) -> tuple[np.ndarray, np.ndarray] | None:
+    c: CompiledSchedule, moves: tuple[Move, ...], tags: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Orbit label of each representative thread block (rank, channel tag) and every orbit's
-    size, over the (rank, tag) grid; None when the generators do not map tags consistently."""
-    schedule = c.schedule
-    ln = lanes(schedule.nranks, dict(schedule.params))
+    size, over the (rank, tag) grid."""
+    n = c.schedule.nranks
+    grid_r, grid_k = np.divmod(np.arange(n * tags), tags)
+    images = [
+        np.where(m.kappa[grid_k] >= 0, m.sigma[grid_r] * tags + m.kappa[grid_k], -1) for m in moves
+    ]
+    cells = orbits(n * tags, images)
+    rep = c.cta_rank.astype(np.int64) * tags + c.cta_channel.astype(np.int64)
+    label = cells.label[rep]
+    kept, local = np.unique(label, return_inverse=True)
+    return local.astype(np.int64), cells.size[kept]
+
+
+def _lane_moves(ln: Lanes, gens: tuple[LaneGenerator, ...]) -> tuple[Move, ...] | None:
+    """The lane generators as moves: each lane's tag goes to its image lane's tag (None when
+    two lanes of one tag disagree)."""
     tags = int(ln.channel.max()) + 1
-    n = schedule.nranks
-    images = []
+    moves = []
     for g in gens:
         kappa = np.full(tags, -1, dtype=np.int64)
         for lane, other in enumerate(g.lane_image.tolist()):
@@ -283,10 +349,5 @@ def _cta_orbits(
             if kappa[a] not in (-1, b):
                 return None
             kappa[a] = b
-        grid_r, grid_k = np.divmod(np.arange(n * tags), tags)
-        images.append(np.where(kappa[grid_k] >= 0, g.sigma[grid_r] * tags + kappa[grid_k], -1))
-    cells = orbits(n * tags, images)
-    rep = c.cta_rank.astype(np.int64) * tags + c.cta_channel.astype(np.int64)
-    label = cells.label[rep]
-    kept, local = np.unique(label, return_inverse=True)
-    return local.astype(np.int64), cells.size[kept]
+        moves.append(Move(g.sigma, g.con_image, kappa))
+    return tuple(moves)

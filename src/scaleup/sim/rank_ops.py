@@ -15,7 +15,7 @@ import numpy as np
 from scaleup.collectives.op_table import csr_rows, csr_sort_order
 
 if TYPE_CHECKING:
-    from scaleup.sim.simulate import CompiledSchedule
+    from scaleup.sim.symmetry import Bound
 
 __all__ = ["RankOps"]
 
@@ -23,7 +23,7 @@ __all__ = ["RankOps"]
 class RankOps:
     """Each (rank, channel tag)'s ops in table order, and their peers, for finding a symmetry."""
 
-    def __init__(self, c: CompiledSchedule) -> None:
+    def __init__(self, c: Bound) -> None:
         t = self.table = c.schedule.table
         self.n = c.schedule.nranks
         self.rank = t.rank.astype(np.int64)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -47,11 +47,37 @@ from scipy.sparse.csgraph import connected_components
 from scaleup.sim.rank_ops import RankOps
 
 if TYPE_CHECKING:
+    from scaleup.collectives.schedule import Schedule
     from scaleup.sim.network import Network
-    from scaleup.sim.simulate import CompiledSchedule
     from scaleup.topology.model import Topology
 
-__all__ = ["Generator", "Symmetry", "device_image", "find_symmetry", "network_image"]
+__all__ = [
+    "Bound", "Generator", "Symmetry", "device_image", "find_symmetry", "network_image",
+    "symmetry_of",
+]  # fmt: skip
+
+
+class Bound(Protocol):
+    """What the search reads of a schedule bound to a fabric: a
+    :class:`~scaleup.sim.CompiledSchedule`, or the table and thread blocks alone
+    (:class:`~scaleup.sim.table_pattern.TableBinding`: no routes yet)."""
+
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def topology(self) -> Topology: ...
+    @property
+    def net(self) -> Network: ...
+    @property
+    def rank_map(self) -> np.ndarray: ...
+    @property
+    def n_ops(self) -> int: ...
+    @property
+    def n_cta(self) -> int: ...
+    @property
+    def cta_rank(self) -> np.ndarray: ...
+    @property
+    def cta_channel(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +111,7 @@ class Symmetry:
         return int(self.multiplicity.max(initial=1))
 
 
-def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
+def find_symmetry(c: Bound) -> Symmetry | None:
     """The automorphisms of a compiled schedule this module finds (see module), or None.
 
     Candidate generators send rank 0 to a rank of the next server and to another rank of its own
@@ -134,10 +160,10 @@ def find_symmetry(c: CompiledSchedule) -> Symmetry | None:
         found.append(alike)
     if not found:
         return None
-    return _orbits(c.n_ops, tuple(found))
+    return symmetry_of(c.n_ops, tuple(found))
 
 
-def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
+def _fabric_follows(c: Bound, shift: int) -> bool:
     """Whether the devices can follow a plain shift of the ranks by ``shift`` (whole servers):
     a cheap test that skips the server shifts a fat tree's leaves cannot follow."""
     n = c.schedule.nranks
@@ -145,7 +171,7 @@ def _fabric_follows(c: CompiledSchedule, shift: int) -> bool:
 
 
 def _generator(
-    c: CompiledSchedule, ranks: RankOps, target: int, guess: Guess | None, block: int
+    c: Bound, ranks: RankOps, target: int, guess: Guess | None, block: int
 ) -> Generator | None:
     """The generator sending rank 0 to ``target``, or None. Where the ops do not imply a
     permutation (an in-switch reduction's sources are a set, not a sequence), ``guess(n,
@@ -186,7 +212,7 @@ def _servers_reversed(n: int, block: int, target: int) -> np.ndarray | None:
     return (n // block - 1 - server) * block + (local + target) % block
 
 
-def _channel_generator(c: CompiledSchedule, ranks: RankOps) -> Generator | None:
+def _channel_generator(c: Bound, ranks: RankOps) -> Generator | None:
     """Ranks fixed, channel tags whose ops are the same ops (same ranks, kinds, counts, peers
     in the same order) moved one place along their class: parallel copies of one channel."""
     classes = ranks.alike_tags()
@@ -200,7 +226,7 @@ def _channel_generator(c: CompiledSchedule, ranks: RankOps) -> Generator | None:
 
 
 def _checked(
-    c: CompiledSchedule, ranks: RankOps, sigma: np.ndarray, kappa: dict[int, int] | None
+    c: Bound, ranks: RankOps, sigma: np.ndarray, kappa: dict[int, int] | None
 ) -> Generator | None:
     """The generator (``sigma``, ``kappa``) if the ops, the fabric and every constraint follow
     it, or None."""
@@ -216,7 +242,7 @@ def _checked(
     return Generator(sigma, kappa, op_image, con_image)
 
 
-def _orbits(n_ops: int, generators: tuple[Generator, ...]) -> Symmetry:
+def symmetry_of(n_ops: int, generators: tuple[Generator, ...]) -> Symmetry:
     """Op orbits of the group the generators span: components of the union of their maps."""
     rows = np.concatenate([np.arange(n_ops)] * len(generators))
     cols = np.concatenate([g.op_image for g in generators])
@@ -315,9 +341,7 @@ def network_image(net: Network, tau: np.ndarray) -> np.ndarray | None:
     return image
 
 
-def _constraint_image(
-    c: CompiledSchedule, tau: np.ndarray, kappa: dict[int, int]
-) -> np.ndarray | None:
+def _constraint_image(c: Bound, tau: np.ndarray, kappa: dict[int, int]) -> np.ndarray | None:
     """Image of every network constraint and thread block under the device permutation ``tau``
     (from :func:`device_image`) and the tag map ``kappa`` (-1: unknown)."""
     net = c.net

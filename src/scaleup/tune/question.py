@@ -17,7 +17,8 @@ from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import LimitError, ScheduleError, SimulationError
 from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
-from scaleup.sim.pattern import RingPattern
+from scaleup.sim.pattern import Pattern, RingPattern
+from scaleup.sim.table_pattern import TablePattern
 from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
 from scaleup.tune.channel_plan import ChannelPlan
@@ -33,13 +34,16 @@ if TYPE_CHECKING:
 
 __all__ = ["PATTERN_MIN_RANKS", "Question", "Timed"]
 
-#: Smallest world size whose ring all_reduce / all_gather / reduce_scatter is timed from its
-#: representative chains (:class:`~scaleup.sim.pattern.RingPattern`) instead of the whole op
-#: table: 4 servers of 8. Below, the whole table is small (~20k ops) and costs milliseconds;
-#: from here on it grows as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels).
+#: Smallest world size whose structures are timed from their representatives: a ring
+#: all_reduce / all_gather / reduce_scatter from its representative chains, never built in full
+#: (:class:`~scaleup.sim.pattern.RingPattern`), any other schedule from one op per orbit of its
+#: symmetry, routed alone (:class:`~scaleup.sim.table_pattern.TablePattern`): 4 servers of 8.
+#: Below, the whole table is small (~20k ops) and costs milliseconds; from here on a ring grows
+#: as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels) and the routes of any
+#: schedule with the ranks (a breadth-first search from each).
 PATTERN_MIN_RANKS = 32
 
-Structure = CompiledSchedule | RingPattern
+Structure = CompiledSchedule | Pattern
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ class Question:
         representative chains where :meth:`_pattern` holds."""
         key = (algorithm, channels, chunks)
         compiled = self.compiled.get(key)
-        if isinstance(compiled, RingPattern):
+        if isinstance(compiled, Pattern):
             return compiled
         if compiled is None:
             pattern = self._pattern(algorithm, channels, chunks)
@@ -138,19 +142,31 @@ class Question:
         )
         self.session.checked.check_lanes(schedule)
         if compiled is None:
-            compiled = self.compiled[key] = self._compile(schedule)
+            table = self._table_pattern(schedule) if self._patterns_allowed() else None
+            compiled = self.compiled[key] = table or self._compile(schedule)
         return compiled
+
+    def _patterns_allowed(self) -> bool:
+        """Whether structures may be timed from representatives: at least
+        :data:`PATTERN_MIN_RANKS` ranks over every accelerator, in a session that is not exact
+        or explaining (explanations read the whole table) and has no stragglers (they break
+        the symmetry)."""
+        s = self.session
+        return (self.group is None and self.nranks >= PATTERN_MIN_RANKS and not s.exact
+                and s.observer is None and s.stragglers is None)  # fmt: skip
+
+    def _table_pattern(self, schedule: Schedule) -> TablePattern | None:
+        """The schedule's representatives, compiled alone
+        (:class:`~scaleup.sim.table_pattern.TablePattern`), or None where it has no symmetry."""
+        return TablePattern.of(schedule, self.topology, self.session.network(self.topology))
 
     def _pattern(self, algorithm: str, channels: int, chunks: int) -> RingPattern | None:
         """The ring's representative chains (:class:`~scaleup.sim.pattern.RingPattern`), when
-        the structure is a ring all_reduce / all_gather / reduce_scatter of at least
-        :data:`PATTERN_MIN_RANKS` ranks over every accelerator, the session is not exact or
-        explaining (explanations read the whole table), has no stragglers (they break the ring's
-        symmetry), and the pattern holds; else None."""
+        the structure is a ring all_reduce / all_gather / reduce_scatter, patterns are allowed
+        (:meth:`_patterns_allowed`) and the pattern holds; else None."""
         s = self.session
         if (algorithm != "ring" or self.collective not in ROW_BUILDERS or chunks != 1
-                or self.group is not None or self.nranks < PATTERN_MIN_RANKS or s.exact
-                or s.observer is not None or s.stragglers is not None):  # fmt: skip
+                or not self._patterns_allowed()):  # fmt: skip
             return None
         count = self.reference_count(channels, chunks)
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
@@ -173,7 +189,8 @@ class Question:
             compiled = self.compiled[structure]
             if isinstance(compiled, RingPattern):
                 return self._check_pattern(compiled)
-            return self.session.checked.check_exact(compiled.schedule)
+            whole = compiled.whole if isinstance(compiled, TablePattern) else compiled.schedule
+            return self.session.checked.check_exact(whole)
         except ScheduleError as error:
             self.failed[structure] = error.one_line()
             return None
@@ -208,7 +225,7 @@ class Question:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
             step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
-            if isinstance(compiled, RingPattern):  # never with stragglers (see _pattern)
+            if isinstance(compiled, Pattern):  # never with stragglers (see _patterns_allowed)
                 result = compiled.run(
                     cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
                     exact=self.session.exact,
