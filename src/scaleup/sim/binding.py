@@ -62,7 +62,6 @@ def op_routes(
         n_acc = len(topology.accelerators)
         code = (src * n_acc + dst) * 2 + red
         uniq, inv = np.unique(code, return_inverse=True)
-        net.prepare(net.acc_devices[np.unique(np.r_[src, dst])])
         pairs = [(int(c // 2 // n_acc), int(c // 2 % n_acc), bool(c % 2)) for c in uniq]
         ids = np.array([net.transfer_route(s, d, reduce=r) for s, d, r in pairs], dtype=np.int64)
         route[p2p] = ids[inv]

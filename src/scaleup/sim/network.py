@@ -177,10 +177,6 @@ class Network:
             nbrs.setdefault(a, set()).add(b)
         return {a: frozenset(b) for a, b in nbrs.items()}
 
-    def prepare(self, devices: np.ndarray) -> None:
-        """Compute BFS distances from many devices at once (one C call instead of many)."""
-        self.fabric.prepare(devices)
-
     def path(self, src: int, dst: int) -> PathSplit:
         """Multipath split from device ``src`` to ``dst``: (channel ids, fractions, per-device
         inflow, latency_s, link class). Hosts are crossed only if there is no other way."""

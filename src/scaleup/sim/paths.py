@@ -102,6 +102,7 @@ class FabricPaths:
         #: would be pairs x devices: ~20 GB at 16,384 GPUs)
         self._paths: dict[tuple[int, int], _CompactSplit] = {}
         self._out: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+        self._marks: np.ndarray | None = None  # scratch of :meth:`_shortest_dag`
         self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
 
     def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
@@ -176,17 +177,15 @@ class FabricPaths:
     def _split(self, src: int, dst: int) -> _CompactSplit:
         """:meth:`path` computed: every shortest path, bytes split by capacity at each hop."""
         for with_hosts in (False, True):
-            ds = self._hops(with_hosts, src)
-            dd = self._hops(with_hosts, dst)  # channels come in pairs: the graph is symmetric
-            hops = int(ds[dst])
-            if hops != UNREACHABLE:
+            dag = self._shortest_dag(with_hosts, src, dst)
+            if dag is not None:
                 break
         else:
             raise NoRouteError(
                 f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
             )
+        hops, edges, level = dag
         u, v = self.ch_src, self.ch_dst
-        edges = self._on_shortest_paths(with_hosts, src, dd, hops)
         # the devices on these paths, numbered locally: a pair's work follows its paths, not
         # the fabric (per-device arrays of the whole fabric made routing quadratic in GPUs)
         nodes, local = np.unique(np.r_[[src, dst], u[edges], v[edges]], return_inverse=True)
@@ -197,7 +196,6 @@ class FabricPaths:
         inflow[at_src] = 1.0
         arrive = np.zeros(n_local)
         frac = np.zeros(len(edges))
-        level = ds[u[edges]]
         for lv in range(hops):
             sel = np.flatnonzero(level == lv)
             e = edges[sel]
@@ -222,23 +220,76 @@ class FabricPaths:
         through = inflow != 0.0
         return edges, frac, nodes[through], inflow[through], float(arrive[at_dst]), link_class
 
-    def _on_shortest_paths(
-        self, with_hosts: bool, src: int, dd: np.ndarray, hops: int
-    ) -> np.ndarray:
-        """The channels ``c`` on a shortest path from ``src`` (``ds[u] + 1 + dd[v] == hops``, in
-        the graph with or without hosts), in id order: grown level by level from ``src`` over
-        the out-channels of the devices reached, keeping those one hop closer to ``dst``, so a
-        pair costs its paths' channels, not the fabric's."""
+    def _shortest_dag(
+        self, with_hosts: bool, src: int, dst: int
+    ) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """``(hops, channels, level)``: the channels on a shortest path from ``src`` to ``dst`` (in
+        the graph with or without hosts), in id order, each with its tail's distance from
+        ``src``; None when there is no way.
+
+        A bidirectional breadth-first search over the devices' out-channels (channels come in
+        pairs: the graph is symmetric, so a device's out-neighbours are its in-neighbours too),
+        whole layers from the smaller side until the two sides meet, so a pair costs the balls
+        around its ends, not the fabric (a search from every rank over the whole fabric was
+        quadratic in GPUs). The layers where they meet hold the devices with ``ds + dd = hops``;
+        walking both sides' layers back from there keeps exactly the devices on shortest paths,
+        and the channels between consecutive ones are those paths' channels."""
         ptr, out = self._out_channels(with_hosts)
-        frontier = np.array([src], dtype=np.int64)
-        found = []
-        for level in range(hops):
-            at = csr_rows(ptr, frontier)
-            ch = out[at]
-            ch = ch[dd[self.ch_dst[ch]] == hops - level - 1]
-            found.append(ch)
-            frontier = np.unique(self.ch_dst[ch])
-        return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+        ch_dst = self.ch_dst
+        df, db, on_level = self._scratch()  # -1 everywhere between calls
+
+        def around(devices: np.ndarray) -> np.ndarray:
+            return np.unique(ch_dst[out[csr_rows(ptr, devices)]])
+
+        fwd, bwd = [np.array([src], dtype=np.int64)], [np.array([dst], dtype=np.int64)]
+        df[src], db[dst] = 0, 0
+        meet = fwd[0] if src == dst else np.zeros(0, dtype=np.int64)
+        try:
+            while not len(meet):  # grow the smaller frontier by one layer
+                forward = len(fwd[-1]) <= len(bwd[-1])
+                layers, mine, theirs = (fwd, df, db) if forward else (bwd, db, df)
+                layer = around(layers[-1])
+                layer = layer[mine[layer] < 0]
+                if not len(layer):
+                    return None
+                mine[layer] = len(layers)
+                layers.append(layer)
+                meet = layer[theirs[layer] >= 0]
+            # devices on shortest paths, by distance from src: back from the meeting layer
+            i, j = len(fwd) - 1, len(bwd) - 1
+            hops = i + j
+            on = [meet] * (hops + 1)
+            for k in range(i - 1, -1, -1):
+                near = around(on[k + 1])
+                on[k] = near[df[near] == k]
+            for k in range(j - 1, -1, -1):
+                near = around(on[hops - k - 1])
+                on[hops - k] = near[db[near] == k]
+            for k, devices in enumerate(on):
+                on_level[devices] = k
+            found, levels = [], []
+            for k in range(hops):
+                ch = out[csr_rows(ptr, on[k])]
+                ch = ch[on_level[ch_dst[ch]] == k + 1]
+                found.append(ch)
+                levels.append(np.full(len(ch), k, dtype=np.int64))
+        finally:
+            for layer in fwd:
+                df[layer] = -1
+            for layer in bwd:
+                db[layer] = -1
+            on_level[np.concatenate(fwd + bwd)] = -1
+        if not found:
+            return 0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        edges = np.concatenate(found)
+        order = np.argsort(edges, kind="stable")
+        return hops, edges[order], np.concatenate(levels)[order]
+
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Three per-device int arrays, -1 everywhere (each search resets what it touched)."""
+        if self._marks is None:
+            self._marks = np.full((3, self.n_devices), -1, dtype=np.int64)
+        return self._marks[0], self._marks[1], self._marks[2]
 
     def _out_channels(self, with_hosts: bool) -> tuple[np.ndarray, np.ndarray]:
         """Each device's out-channels (CSR: pointer, channel ids), in the graph with or without

@@ -214,9 +214,6 @@ def routes_follow(c: CompiledSchedule, move: Move) -> bool:
     sigma = move.sigma
     ids, first = np.unique(c.route, return_index=True)
     mine = [routes[i] for i in ids.tolist()]
-    p2p = first[t.kind[first] != int(OpKind.SWITCH_REDUCE)]
-    ends = np.r_[t.src_rank[t.src_ptr[p2p]], t.dst_rank[t.dst_ptr[p2p]]].astype(np.int64)
-    net.prepare(net.acc_devices[np.unique(sigma[ends])])  # one search from every moved end
     theirs = []
     for i in first.tolist():
         if t.kind[i] == int(OpKind.SWITCH_REDUCE):
