@@ -118,3 +118,26 @@ def test_batches_beyond_the_p2p_channels_run_in_turn() -> None:
     channels the 3 waves each saturate NVLink: no slower than all at once.)"""
     topo = resolve_topology("gb200-nvl72")
     assert _a2a(topo, 72, 1, "batched", 2) > 1.5 * _a2a(topo, 72, 1, "batched", 32)
+
+
+CONNECTION_CASES = [("tree", 16, 4, 4), ("ring", 8, 2, 1), ("hierarchical", 16, 2, 2)]
+
+
+@pytest.mark.parametrize(("algorithm", "ranks", "channels", "chunks"), CONNECTION_CASES)
+def test_connection_order_by_one_key_is_the_column_sort(
+    monkeypatch, algorithm, ranks, channels, chunks
+):
+    """A connection's previous op found by one int64 key equals the five-column lexsort's."""
+    import numpy as np
+
+    from scaleup.sim import pipeline
+
+    params = {"ranks_per_node": 8} if algorithm == "hierarchical" else {}
+    spec = CollectiveSpec("all_reduce", ranks, ranks * channels * chunks * 64)
+    table = build_schedule(algorithm, spec, channels=channels, chunks=chunks, **params).table
+    keyed = pipeline.stream_parts(table)
+    monkeypatch.setattr(pipeline, "_one_key", lambda cols: None)
+    sorted_ = pipeline.stream_parts(table)
+    assert (keyed[2] >= 0).any()
+    for a, b in zip(keyed, sorted_, strict=True):
+        np.testing.assert_array_equal(a, b)

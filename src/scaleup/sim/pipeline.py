@@ -40,7 +40,9 @@ import numpy as np
 
 from scaleup.collectives.schedule import OpKind, OpTable
 
-__all__ = ["NCCL_STEPS", "Pipeline", "pipeline_structure", "window_covers_latency"]
+__all__ = [
+    "NCCL_STEPS", "Pipeline", "pipeline_structure", "stream_parts", "window_covers_latency",
+]  # fmt: skip
 
 #: Slots per connection (NVIDIA/nccl ``src/include/device.h``: ``#define NCCL_STEPS 8``).
 NCCL_STEPS = 8
@@ -64,6 +66,14 @@ class Pipeline:
 
 def pipeline_structure(t: OpTable) -> Pipeline:
     """Cut-through edges (fabric op -> fabric op, not switch reductions) and connection order."""
+    dep_stream, streams_out, conn_pred = stream_parts(t)
+    order = np.argsort(t.dep_idx, kind="stable")  # the compiled successor CSR's order
+    return Pipeline(dep_stream[order], dep_stream, streams_out, conn_pred)
+
+
+def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:class:`Pipeline`'s ``dep_stream``, ``streams_out`` and ``conn_pred`` (everything but
+    the successor order, which a caller timing representatives does not need)."""
     n = t.n_ops
     kind = t.kind.astype(np.int64)
     src = t.src_rank[t.src_ptr[:-1]] if n else np.zeros(0, dtype=np.int64)
@@ -72,19 +82,36 @@ def pipeline_structure(t: OpTable) -> Pipeline:
     n_deps = np.diff(t.dep_ptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
     dep_stream = p2p[t.dep_idx] & p2p[owner]
-    order = np.argsort(t.dep_idx, kind="stable")  # the compiled successor CSR's order
     streams_out = np.bincount(t.dep_idx[dep_stream], minlength=n) > 0
     conn_pred = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(p2p)
     if len(ops):
-        cols = (kind, t.rank, t.channel, src, dst)
-        keys = [np.asarray(c, dtype=np.int64)[ops] for c in cols]
-        srt = np.lexsort((ops, *reversed(keys)))  # by kind, rank, channel, src, dst, then op id
-        same = np.ones(len(ops) - 1, dtype=bool)
-        for k in keys:
-            same &= k[srt][1:] == k[srt][:-1]
+        cols = [np.asarray(c, dtype=np.int64)[ops] for c in (kind, t.rank, t.channel, src, dst)]
+        key = _one_key(cols)
+        if key is None:  # too wide for one int64: sort the columns
+            srt = np.lexsort((ops, *reversed(cols)))  # by kind, rank, channel, src, dst, op
+            same = np.ones(len(ops) - 1, dtype=bool)
+            for c in cols:
+                same &= c[srt][1:] == c[srt][:-1]
+        else:  # a stable sort of the key keeps op order within a connection
+            srt = np.argsort(key, kind="stable")
+            same = key[srt][1:] == key[srt][:-1]
         conn_pred[ops[srt][1:][same]] = ops[srt][:-1][same]
-    return Pipeline(dep_stream[order], dep_stream, streams_out, conn_pred)
+    return dep_stream, streams_out, conn_pred
+
+
+def _one_key(cols: list[np.ndarray]) -> np.ndarray | None:
+    """The columns (non-negative) as one int64 in their lexicographic order, or None when their
+    ranges multiply past 2^62."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    span = 1
+    for c in cols:
+        width = int(c.max()) + 1
+        span *= width
+        if span >= 1 << 62:
+            return None
+        key = key * width + c
+    return key
 
 
 def window_covers_latency(step_bytes: float, cta_bytes_per_s: float, step_latency_s: float) -> bool:

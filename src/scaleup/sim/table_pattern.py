@@ -39,7 +39,7 @@ from scaleup.collectives.schedule import Schedule
 from scaleup.sim.lane_orbits import fabric_invariant
 from scaleup.sim.network import Network
 from scaleup.sim.pattern import Move, Pattern, routes_follow
-from scaleup.sim.pipeline import Pipeline, pipeline_structure
+from scaleup.sim.pipeline import Pipeline, stream_parts
 from scaleup.sim.protocols import protocol
 from scaleup.sim.simulate import CompiledSchedule
 from scaleup.sim.symmetry import Symmetry, find_symmetry, symmetry_of
@@ -111,13 +111,13 @@ class _Representatives(CompiledSchedule):
     def pipeline(self) -> Pipeline:
         if self._pipeline is None:
             t, sym = self.whole.table, self._sym
-            full = pipeline_structure(t)
+            dep_stream, streams_out, conn_pred = stream_parts(t)
             rep = sym.rep_ops
-            dep_stream = full.dep_stream[csr_rows(t.dep_ptr, rep)]
+            dep_stream = dep_stream[csr_rows(t.dep_ptr, rep)]
             order = np.argsort(self.dep_idx, kind="stable")  # the successor CSR's order
-            conn = full.conn_pred[rep]
+            conn = conn_pred[rep]
             self._pipeline = Pipeline(
-                dep_stream[order], dep_stream, full.streams_out[rep],
+                dep_stream[order], dep_stream, streams_out[rep],
                 np.where(conn >= 0, sym.rep_of_op[np.maximum(conn, 0)], -1),
             )  # fmt: skip
         return self._pipeline
