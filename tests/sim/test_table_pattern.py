@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers_sim import structure_kinds
 from test_symmetry import _degraded
 
 from scaleup.sim import compile_schedule
 from scaleup.sim.table_pattern import TablePattern, representatives
 from scaleup.topology import resolve_topology
 from scaleup.tune.question import Question
-from scaleup.tune.request import BenchRequest
 from scaleup.tune.rules import step_bytes_for
 from scaleup.tune.search import TuneSession
 
@@ -119,14 +117,3 @@ def test_nvls_pattern_runs_simple_only():
     for kwargs in ({"exact": True}, {"solver": "equal_share"}, {"step_bytes": 0.0}):
         with pytest.raises(Exception, match="pattern|step_bytes"):
             pattern.run("simple", **kwargs)
-
-
-def test_sessions_take_the_table_pattern_unless_exact_and_agree():
-    topo = resolve_topology("4xdgx-h100")
-    request = BenchRequest(op="all_reduce", sizes_bytes=(1 << 20, 1 << 30), algorithm="nvls_tree")
-    fast, exact = TuneSession(), TuneSession(exact=True)
-    for a, b in zip(fast.sweep(topo, request), exact.sweep(topo, request), strict=True):
-        assert (a.algorithm, a.protocol, a.channels) == (b.algorithm, b.protocol, b.channels)
-        assert a.time_s == pytest.approx(b.time_s, rel=RTOL)
-    assert "TablePattern" in structure_kinds(fast)
-    assert "TablePattern" not in structure_kinds(exact)

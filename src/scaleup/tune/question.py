@@ -17,6 +17,7 @@ from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import LimitError, ScheduleError, SimulationError
 from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
+from scaleup.sim.nvls_tree_pattern import NvlsTreePattern
 from scaleup.sim.pattern import Pattern, RingPattern
 from scaleup.sim.table_pattern import TablePattern
 from scaleup.topology.model import Topology
@@ -35,12 +36,13 @@ if TYPE_CHECKING:
 __all__ = ["PATTERN_MIN_RANKS", "Question", "Timed"]
 
 #: Smallest world size whose structures are timed from their representatives: a ring
-#: all_reduce / all_gather / reduce_scatter from its representative chains, never built in full
-#: (:class:`~scaleup.sim.pattern.RingPattern`), any other schedule from one op per orbit of its
-#: symmetry, routed alone (:class:`~scaleup.sim.table_pattern.TablePattern`): 4 servers of 8.
-#: Below, the whole table is small (~20k ops) and costs milliseconds; from here on a ring grows
-#: as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels) and the routes of any
-#: schedule with the ranks (a breadth-first search from each).
+#: all_reduce / all_gather / reduce_scatter from its representative chains and NVLS-Tree from
+#: its representative slices, never built in full (:class:`~scaleup.sim.pattern.RingPattern`,
+#: :class:`~scaleup.sim.nvls_tree_pattern.NvlsTreePattern`), any other schedule from one op per
+#: orbit of its symmetry, routed alone (:class:`~scaleup.sim.table_pattern.TablePattern`): 4
+#: servers of 8. Below, the whole table is small (~20k ops) and costs milliseconds; from here on
+#: a ring grows as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels), NVLS-Tree
+#: as ranks x channels x chunks (16.8 million ops at 16,384 GPUs).
 PATTERN_MIN_RANKS = 32
 
 Structure = CompiledSchedule | Pattern
@@ -160,24 +162,29 @@ class Question:
         (:class:`~scaleup.sim.table_pattern.TablePattern`), or None where it has no symmetry."""
         return TablePattern.of(schedule, self.topology, self.session.network(self.topology))
 
-    def _pattern(self, algorithm: str, channels: int, chunks: int) -> RingPattern | None:
-        """The ring's representative chains (:class:`~scaleup.sim.pattern.RingPattern`), when
-        the structure is a ring all_reduce / all_gather / reduce_scatter, patterns are allowed
-        (:meth:`_patterns_allowed`) and the pattern holds; else None."""
-        s = self.session
-        if (algorithm != "ring" or self.collective not in ROW_BUILDERS or chunks != 1
-                or not self._patterns_allowed()):  # fmt: skip
+    def _pattern(self, algorithm: str, channels: int, chunks: int) -> Pattern | None:
+        """The structure's representatives, built without the whole table, when patterns are
+        allowed (:meth:`_patterns_allowed`) and the pattern holds: a ring all_reduce /
+        all_gather / reduce_scatter's chains (:class:`~scaleup.sim.pattern.RingPattern`),
+        NVLS-Tree's slices (:class:`~scaleup.sim.nvls_tree_pattern.NvlsTreePattern`); else
+        None."""
+        ring = algorithm == "ring" and self.collective in ROW_BUILDERS and chunks == 1
+        if not (ring or algorithm == "nvls_tree") or not self._patterns_allowed():
             return None
         count = self.reference_count(channels, chunks)
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
         params = {"channels": channels, "chunks": chunks, **self.params(algorithm, channels)}
-        return RingPattern.of(algorithm, spec, params, self.topology, s.network(self.topology))
+        network = self.session.network(self.topology)
+        if ring:
+            return RingPattern.of(algorithm, spec, params, self.topology, network)
+        return NvlsTreePattern.of(spec, params, self.topology, network)
 
-    def _check_pattern(self, pattern: RingPattern) -> str:
-        """The lanes check of a pattern's structure (its ``params`` are the whole schedule's),
-        where two of its lanes are small enough to replay; else ``"unchecked"``."""
+    def _check_pattern(self, pattern: Pattern) -> str:
+        """The lanes check of a pattern's structure (its ``params`` are the whole schedule's;
+        ``"unchecked"`` where it is too large to replay: a ring's two lanes are known to be
+        before they are built)."""
         n = self.nranks
-        if 3 * 2 * n * (n - 1) > VERIFY_MAX_OPS:
+        if isinstance(pattern, RingPattern) and 3 * 2 * n * (n - 1) > VERIFY_MAX_OPS:
             return "unchecked"
         return self.session.checked.check_lanes(pattern.schedule)
 
@@ -187,10 +194,15 @@ class Question:
         structure = (cand.algorithm, cand.channels, chunks)
         try:
             compiled = self.compiled[structure]
-            if isinstance(compiled, RingPattern):
-                return self._check_pattern(compiled)
-            whole = compiled.whole if isinstance(compiled, TablePattern) else compiled.schedule
-            return self.session.checked.check_exact(whole)
+            if isinstance(compiled, TablePattern):
+                return self.session.checked.check_exact(compiled.whole)
+            if isinstance(compiled, Pattern):  # built from representatives: the whole table
+                if compiled.n_ops_full > VERIFY_MAX_OPS:  # only where it is small enough to
+                    return self._check_pattern(compiled)  # replay (the exact check's rule)
+                count = self.reference_count(cand.channels, chunks)
+                whole = self.build(cand.algorithm, count, cand.channels, chunks)
+                return self.session.checked.check_exact(whole)
+            return self.session.checked.check_exact(compiled.schedule)
         except ScheduleError as error:
             self.failed[structure] = error.one_line()
             return None

@@ -1,0 +1,136 @@
+"""NVLS-Tree simulated from its representative slices, never built in full.
+
+NVLS-Tree across ``m`` servers of ``g`` GPUs (:mod:`scaleup.collectives.algorithms.nvls_tree`)
+is ``chunks x channels x heads`` slices, each the same template of ops over one of NCCL's two
+trees: ~4 m ops a slice, 16.8 million ops at 16,384 GPUs (16 channels, 8 heads, 16 chunks),
+which :class:`~scaleup.sim.table_pattern.TablePattern` must still build and search. Its
+automorphisms are known from the construction, as a ring's are from its lanes
+(:mod:`scaleup.sim.pattern`):
+
+- the *head rotation*: every server's GPUs rotated by the heads' step ``d`` (heads ``h0, h0 + d,
+  ...`` covering one residue class mod ``d``; one head per NIC) takes the slice of head ``l`` to
+  the slice of head ``l + d`` of the same lane, its in-switch reductions (whose sources are a
+  server's GPUs, a set) onto theirs;
+- the *channel copies*: ranks fixed, channel ``c`` to ``c + 2`` (channels of one tree parity run
+  the same slices on other data);
+- the *mirror*: NCCL's tree 1 is tree 0 mirrored over the servers for an even ``m``
+  (``ncclGetDtree``; the builder moves tree 0's slice op for op by that map, ``tree_map``), an
+  involution, so server ``N`` to ``m - 1 - N`` with channel ``c`` to ``c ^ 1`` takes each tree
+  onto the other (for an odd ``m`` the map is a shift, not an involution: both trees are kept).
+
+So one lane per chunk (channel 0, or channels 0 and 1 without the mirror) with the first head
+stands for all: ``chunks x (1 or 2)`` slices are built, with their chunk chains, and the
+multiplicity of each is the number of slices its orbit holds. The checks that make the result
+the exact run's are :class:`~scaleup.sim.pattern.Pattern`'s: every move maps the fabric onto
+itself (device types, capacities, latencies), every representative's route moved by every move
+is the simulator's route between the moved ranks (point to point and in-switch), constraint
+orbits close and thread blocks of one orbit have one capacity. Anything else (a degraded link,
+heads that are no residue class, unequal slices, one server) returns None and the caller takes
+the table pattern or the whole table. A connection's ops are one template op over the chunks of
+its lane, so the representatives' own pipelining structure is the quotient's.
+``scaleup bench --exact`` never takes this path; tests/sim/test_nvls_tree_pattern.py compares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scaleup.collectives.algorithms import build_schedule, prepare_params
+from scaleup.collectives.algorithms.tree import dtree_parents, tree_map
+from scaleup.collectives.schedule import Schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.sim.lane_orbits import fabric_invariant
+from scaleup.sim.network import Network
+from scaleup.sim.pattern import Move, Pattern, routes_follow
+from scaleup.sim.protocols import protocol
+from scaleup.sim.simulate import CompiledSchedule
+from scaleup.sim.symmetry import device_image, network_image
+from scaleup.topology.model import Topology
+
+__all__ = ["NvlsTreePattern"]
+
+
+class NvlsTreePattern(Pattern):
+    """An NVLS-Tree all_reduce as its representative slices, compiled (see module). Build with
+    :meth:`of`; :meth:`run` takes ``step_bytes``."""
+
+    pipelined = True
+
+    @classmethod
+    def of(
+        cls, spec: CollectiveSpec, params: dict[str, Any], topology: Topology,
+        network: Network | None = None,
+    ) -> NvlsTreePattern | None:  # fmt: skip
+        """The pattern of ``build_schedule("nvls_tree", spec, **params)`` on the first
+        ``spec.nranks`` accelerators of ``topology``, or None where it does not hold."""
+        if spec.collective != "all_reduce" or not 2 <= spec.nranks <= len(topology.accelerators):
+            return None
+        params = prepare_params("nvls_tree", spec, params)
+        n, g, heads = spec.nranks, params["ranks_per_node"], tuple(params["heads"])
+        m, k, chunks, h = n // g, params["channels"], params["chunks"], len(heads)
+        step = _head_step(heads, g)
+        lanes = k * chunks
+        if m < 2 or step is None or spec.count % lanes or (spec.count // lanes) % h:
+            return None  # one server, heads no residue class, or slices of unequal sizes
+        size = spec.count // lanes // h  # every slice's elements
+        if size < 1:
+            return None
+        tree0, tree1 = dtree_parents(m)
+        phi = tree_map(tree0, tree1)
+        mirror = phi is not None and k % 2 == 0 and bool((phi[phi] == np.arange(m)).all())
+        built = 1 if mirror or k == 1 else 2  # channels built: the trees the moves do not join
+        reps = build_schedule(
+            "nvls_tree", CollectiveSpec("all_reduce", n, chunks * built * size),
+            channels=built, chunks=chunks, ranks_per_node=g, heads=(heads[0],),
+        )  # fmt: skip
+        schedule = Schedule(spec, "nvls_tree", reps.table, reps.scratch_count, params)
+        net = Network(topology) if network is None else network
+        moves = _moves(net, topology, g, m, k, step, phi if mirror else None)
+        if moves is None:
+            return None
+        compiled = CompiledSchedule(schedule, topology, None, net)
+        if not all(routes_follow(compiled, move) for move in moves):
+            return None
+        parity = reps.table.channel.astype(np.int64) % 2  # the tree each representative rides
+        per_tree = np.array([k, 0]) if mirror else np.array([(k + 1) // 2, k // 2])
+        multiplicity = (h * per_tree[parity]).astype(np.float64)
+        pattern = cls(compiled, multiplicity, moves, int(multiplicity.sum()), k)
+        if pattern.quotient(protocol("simple")) is None:  # orbits do not close: none will
+            return None
+        return pattern
+
+
+def _head_step(heads: tuple[int, ...], g: int) -> int | None:
+    """The rotation step ``d`` that permutes the heads: they are ``h0, h0 + d, ...`` (one
+    residue class mod ``d``, ``d`` dividing ``g``), else None."""
+    d = g // len(heads)
+    ordered = sorted(heads)
+    if g % len(heads) or ordered != list(range(ordered[0], g, d)) or ordered[0] >= d:
+        return None
+    return d
+
+
+def _moves(
+    net: Network, topology: Topology, g: int, m: int, k: int, step: int, phi: np.ndarray | None
+) -> tuple[Move, ...] | None:
+    """The head rotation, the channel copies and (``phi``: the servers' mirror) the mirror, each
+    checked on the fabric; None when the fabric does not follow one, or there is none."""
+    rank = np.arange(m * g, dtype=np.int64)
+    server, local = rank // g, rank % g
+    tags = np.arange(k, dtype=np.int64)
+    copies = np.where(tags + 2 < k, tags + 2, tags % 2)  # a cycle within each tree parity
+    maps = [(server * g + (local + step) % g, tags)] if step < g else []  # one head: none
+    if k > 2:
+        maps.append((rank, copies))
+    if phi is not None:
+        maps.append((phi[server] * g + local, tags ^ 1))
+    moves = []
+    for sigma, kappa in maps:
+        tau = device_image(net, topology, sigma)
+        con_image = None if tau is None else network_image(net, tau)
+        if con_image is None or not fabric_invariant(net, topology, sigma, con_image):
+            return None
+        moves.append(Move(sigma, con_image, kappa))
+    return tuple(moves) or None

@@ -1,0 +1,73 @@
+"""NVLS-Tree patterns (scaleup.sim.nvls_tree_pattern): representative slices time the whole table.
+
+The pattern builds one lane per chunk (channel 0, or 0 and 1 without the mirror) with the first
+head, and runs the flow-class quotient over the head rotation, the channel copies and the
+mirror; the issue allows 0.5 % against the exact per-flow run, and the two agree to rounding.
+Heads that are no residue class, one server, or a degraded link give no pattern.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_symmetry import _degraded
+
+from scaleup.collectives.algorithms import build_schedule
+from scaleup.collectives.spec import CollectiveSpec
+from scaleup.sim import compile_schedule
+from scaleup.sim.nvls_tree_pattern import NvlsTreePattern
+from scaleup.topology import resolve_topology
+from scaleup.tune.question import Question
+from scaleup.tune.search import TuneSession
+
+RTOL = 1e-9  # same flows, added in another order; the issue allows 0.5 %
+
+
+def _spec_params(topology, channels: int, chunks: int, **override):
+    """The tuner's NVLS-Tree spec and parameters for (channels, chunks) on every accelerator."""
+    q = Question(TuneSession(), topology, ("all_reduce", None, "float32", "sum", 0))
+    params = {"channels": channels, "chunks": chunks, **q.params("nvls_tree", channels)}
+    params.update(override)
+    return CollectiveSpec("all_reduce", q.nranks, q.reference_count(channels, chunks)), params
+
+
+@pytest.mark.parametrize(
+    ("topology", "channels", "chunks", "moves"),
+    [
+        ("4xdgx-h100", 16, 4, 3),  # rotation, copies, mirror
+        ("3xdgx-h100", 16, 2, 2),  # odd servers: tree 1 is tree 0 shifted, no involution
+        ("4xdgx-h100", 1, 2, 1),  # one channel: the rotation alone
+        ("5xdgx-h100", 3, 2, 2),  # odd channels: copies within a tree parity
+        ("4xdgx-h100:nics=4", 16, 2, 3),  # heads 0, 2, 4, 6: rotation by two
+    ],
+)
+def test_pattern_times_nvls_tree_as_the_whole_table(topology, channels, chunks, moves):
+    topo = resolve_topology(topology)
+    spec, params = _spec_params(topo, channels, chunks)
+    pattern = NvlsTreePattern.of(spec, params, topo)
+    assert pattern is not None
+    assert len(pattern.moves) == moves
+    whole = compile_schedule(build_schedule("nvls_tree", spec, **params), topo)
+    assert pattern.n_ops_full == whole.n_ops
+    assert pattern.schedule.n_ops * len(params["heads"]) <= whole.n_ops // max(channels // 2, 1)
+    for scale in (0.0, 1e-3, 1.0):
+        for step in (None, 524288.0):
+            fast = pattern.run("simple", scale=scale, step_bytes=step)
+            exact = whole.run("simple", scale=scale, step_bytes=step, exact=True)
+            assert fast.time_s == pytest.approx(exact.time_s, rel=RTOL)
+        assert pattern.lower_bound_s("simple", scale=scale) == pytest.approx(
+            whole.lower_bound_s("simple", scale=scale), rel=1e-9
+        )
+
+
+def test_no_pattern_where_the_construction_does_not_give_one():
+    four = resolve_topology("4xdgx-h100")
+    spec, params = _spec_params(four, 16, 2, heads=(0, 1, 3))  # no residue class
+    assert NvlsTreePattern.of(spec, params, four) is None
+    one = resolve_topology("dgx-h100")
+    spec, params = _spec_params(one, 16, 2)  # one server: no tree
+    assert NvlsTreePattern.of(spec, params, one) is None
+    bad = _degraded(four, next(i for i, link in enumerate(four.links) if link.tech == "ib-ndr"))
+    spec, params = _spec_params(bad, 16, 2)  # the fabric no longer follows the rotation
+    assert NvlsTreePattern.of(spec, params, bad) is None
+    spec, params = _spec_params(four, 16, 2)
+    assert NvlsTreePattern.of(spec, params, four) is not None
