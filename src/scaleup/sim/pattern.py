@@ -1,4 +1,7 @@
-"""Ring collectives simulated from their representative chains, never built in full.
+"""Ring collectives simulated from their representative chains, never built in full; and
+:class:`Pattern`, what every structure timed from representatives shares (the flow-class
+quotient over its :class:`Move` s, the run, the lower bound, the route check), which
+:mod:`scaleup.sim.table_pattern` and :mod:`scaleup.sim.nvls_tree_pattern` use too.
 
 A ring all_reduce of 1,024 ranks on 8 channels is ~25 million ops; built, compiled and searched
 for symmetry it needs gigabytes (docs/models.md §6). Its symmetry is visible in the rings alone

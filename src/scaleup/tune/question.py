@@ -125,8 +125,9 @@ class Question:
         return compile_schedule(schedule, self.topology, ranks=self.group, network=network)
 
     def checked_for(self, algorithm: str, channels: int, chunks: int) -> Structure:
-        """The reference structure, checked in lanes before it is first compiled; a ring's
-        representative chains where :meth:`_pattern` holds."""
+        """The reference structure, checked in lanes before it is first compiled: built from
+        its representatives where :meth:`_pattern` holds, else built in full and compiled as
+        one op per orbit where :meth:`_table_pattern` does, else compiled whole."""
         key = (algorithm, channels, chunks)
         compiled = self.compiled.get(key)
         if isinstance(compiled, Pattern):
