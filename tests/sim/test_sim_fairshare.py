@@ -103,6 +103,22 @@ def test_columns_solver_leaves_a_variable_crossing_nothing_unbounded() -> None:
     assert rates.tolist() == [2.0, np.inf]
 
 
+def test_a_drained_unloaded_constraint_does_not_stop_the_filling() -> None:
+    """By hand: cap 10 and 2; flow 0 on constraint 0, flow 1 on both. Round 1 rises by 2
+    (constraint 1: 2 / 1 before constraint 0: 10 / 2), flow 1 freezes at 2, 6 is left on
+    constraint 0. Round 2: constraint 1 is drained and unloaded (its step 0 / 0 is no step),
+    flow 0 rises by 6 to 8. No warning leaks out of the solvers."""
+    usage = np.array([[1.0, 1.0], [0.0, 1.0]])
+    cap, count = np.array([10.0, 2.0]), np.array([1, 1])
+    csc = sp.csc_array(usage)
+    col = np.repeat(np.arange(2), np.diff(csc.indptr))
+    with np.errstate(all="raise"):
+        entries = maxmin_entries(csc.indices, col, csc.data, cap, count)
+        columns = maxmin_columns(csc.indptr, csc.indices, csc.data, cap, count)
+    assert entries.tolist() == columns.tolist() == [8.0, 2.0]
+    assert maxmin(usage, cap).tolist() == [8.0, 2.0]
+
+
 def test_sparse_matvec_adds_in_entry_order_as_bincount_does() -> None:
     rng = np.random.default_rng(3)
     a = sp.csc_array((rng.random((40, 25)) < 0.3) * rng.random((40, 25)))

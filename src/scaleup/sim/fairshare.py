@@ -27,8 +27,9 @@ Solvers are looked up by name in :data:`SOLVERS` (``solver="maxmin"`` by default
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -132,6 +133,22 @@ def maxmin(
     return rate
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _quiet_divide(solver: _F) -> _F:
+    """``solver`` with numpy's divide-by-zero and invalid warnings off (see :func:`_fill`); a
+    fresh ``errstate`` per call, so threads (a Dask sweep's workers) do not share one."""
+
+    @functools.wraps(solver)
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return solver(*args, **kwargs)
+
+    return cast(_F, quiet)
+
+
+@_quiet_divide
 def maxmin_entries(
     row: np.ndarray, col: np.ndarray, use: np.ndarray, capacity: np.ndarray, count: np.ndarray
 ) -> np.ndarray:
@@ -177,9 +194,12 @@ def _fill(
     Returns ``inc`` and the saturated constraints (the tightest ones where rounding left
     none exactly saturated)."""
     loaded = load > 0
-    steps.fill(np.inf)
-    np.divide(remaining, load, out=steps, where=loaded)
-    inc = steps.min()
+    # an unloaded constraint's step is inf (or nan where nothing remains): the nan-skipping min
+    # passes over both, cheaper than a masked divide (the solvers ignore the divide warnings)
+    np.divide(remaining, load, out=steps)
+    inc = np.fmin.reduce(steps)
+    if inc != inc:  # nothing loaded
+        inc = np.inf
     remaining -= load * inc
     np.maximum(remaining, 0.0, out=remaining)
     saturated = loaded & (remaining <= tol)
@@ -216,6 +236,7 @@ def sparse_matvec(
     return y
 
 
+@_quiet_divide
 def maxmin_columns(
     col_ptr: np.ndarray,
     row: np.ndarray,

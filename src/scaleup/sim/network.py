@@ -137,6 +137,7 @@ class Network:
         self.n_constraints = len(self.capacity)
         self.routes: list[Route] = []
         self._route_ids: dict[Any, int] = {}
+        self._planes_of: dict[int, tuple[list[int], np.ndarray]] = {}
 
     def _host_memories(self, accs: tuple[Device, ...], names: list[str]) -> np.ndarray:
         """Capacity of every host memory constraint (virtual hosts: ``VIRTUAL_HOST_SOCKETS``
@@ -168,6 +169,12 @@ class Network:
         return host_caps
 
     # ---- distances and paths (:class:`~scaleup.sim.paths.FabricPaths`) --------------------
+    @cached_property
+    def device_type_code(self) -> np.ndarray:
+        """Each device's kind and catalog type as one small int (equal codes: the same part)."""
+        names = [f"{d.kind}:{d.type}" for d in self.topology.devices]
+        return np.unique(np.array(names, dtype=object), return_inverse=True)[1].astype(np.int64)
+
     @cached_property
     def out_neighbours(self) -> dict[int, frozenset[int]]:
         """Device -> the devices its channels lead to (built once: symmetry searches ask for
@@ -257,9 +264,18 @@ class Network:
 
     def _planes(self, issuer: int, issuer_device: int) -> tuple[list[int], np.ndarray]:
         """The switches (device ids) with in-switch reduction the issuer's channels reach, and
-        the share of the bytes each takes (in proportion to the issuer's channel capacity)."""
+        the share of the bytes each takes (in proportion to the issuer's channel capacity);
+        cached per issuer (each issues several reductions)."""
+        hit = self._planes_of.get(issuer)
+        if hit is None:
+            hit = self._planes_of[issuer] = self._find_planes(issuer, issuer_device)
+        return hit
+
+    def _find_planes(self, issuer: int, issuer_device: int) -> tuple[list[int], np.ndarray]:
+        """:meth:`_planes`, computed: the issuer's out-channels in id order."""
         t = self.topology
-        out = np.flatnonzero(self.ch_src == issuer_device)
+        ptr, ids = self.fabric.out_channels(True)
+        out = ids[ptr[issuer_device] : ptr[issuer_device + 1]]
         targets = [(int(c), t.devices[int(self.ch_dst[c])]) for c in out]
         planes = [
             c

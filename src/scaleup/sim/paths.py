@@ -104,6 +104,10 @@ class FabricPaths:
         self._out: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
         self._marks: np.ndarray | None = None  # scratch of :meth:`_shortest_dag`
         self._torus = topology if isinstance(topology, TorusTopology) and topology.dims else None
+        #: routes follow the torus's dimension order (not only the fabric's shape)
+        self.dimension_ordered = self._torus is not None
+        #: device pairs whose split the ECMP cap pruned (ties broken by channel id)
+        self.capped: set[tuple[int, int]] = set()
 
     def _calibrate(self, topology: Topology, channels: tuple[Channel, ...]) -> None:
         """A profile's link and NIC efficiencies replace the catalog's payload fraction of every
@@ -204,6 +208,7 @@ class FabricPaths:
             counts = np.bincount(eu, minlength=n_local)
             if counts.max() > P.MAX_ECMP_FANOUT:
                 w = _cap_fanout(eu, w, e)
+                self.capped.add((src, dst))
             wsum = np.bincount(eu, weights=w, minlength=n_local)
             f = np.where(w > 0, inflow[eu] * w / np.where(wsum[eu] > 0, wsum[eu], 1.0), 0.0)
             frac[sel] = f
@@ -234,7 +239,7 @@ class FabricPaths:
         quadratic in GPUs). The layers where they meet hold the devices with ``ds + dd = hops``;
         walking both sides' layers back from there keeps exactly the devices on shortest paths,
         and the channels between consecutive ones are those paths' channels."""
-        ptr, out = self._out_channels(with_hosts)
+        ptr, out = self.out_channels(with_hosts)
         ch_dst = self.ch_dst
         df, db, on_level = self._scratch()  # -1 everywhere between calls
 
@@ -291,7 +296,7 @@ class FabricPaths:
             self._marks = np.full((3, self.n_devices), -1, dtype=np.int64)
         return self._marks[0], self._marks[1], self._marks[2]
 
-    def _out_channels(self, with_hosts: bool) -> tuple[np.ndarray, np.ndarray]:
+    def out_channels(self, with_hosts: bool) -> tuple[np.ndarray, np.ndarray]:
         """Each device's out-channels (CSR: pointer, channel ids), in the graph with or without
         hosts, built once."""
         if with_hosts not in self._out:

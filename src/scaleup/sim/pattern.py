@@ -47,6 +47,7 @@ from scaleup.sim.lane_orbits import LaneGenerator, Orbits, lane_generators, orbi
 from scaleup.sim.network import Network
 from scaleup.sim.protocols import Protocol, protocol
 from scaleup.sim.quotient import Quotient
+from scaleup.sim.route_symmetry import fabric_automorphism, routes_carried
 from scaleup.sim.run import Run
 from scaleup.sim.simulate import CompiledSchedule
 from scaleup.sim.symmetry import Symmetry
@@ -209,13 +210,19 @@ def routes_follow(c: CompiledSchedule, move: Move) -> bool:
     takes between the moved ranks (for an in-switch reduction: the moved issuer, sources and
     destinations): same (mapped) constraints with the same coefficients, same latency and class.
 
-    All routes are compared at once (concatenated, sorted by route then constraint), which is
-    the per-route comparison: a route's constraints are distinct, so sorting them is unique."""
+    Routes an automorphism of the whole fabric carries onto the simulator's own are known to
+    follow (:mod:`scaleup.sim.route_symmetry`); the rest are routed between the moved ranks and
+    compared all at once (concatenated, sorted by route then constraint), which is the
+    per-route comparison: a route's constraints are distinct, so sorting them is unique."""
     t = c.schedule.table
     net = c.net
     routes = net.routes
     sigma = move.sigma
     ids, first = np.unique(c.route, return_index=True)
+    src, dst = t.src_rank[t.src_ptr[first]], t.dst_rank[t.dst_ptr[first]]
+    automorphism = fabric_automorphism(net, sigma, move.con_image)
+    compare = ~routes_carried(net, t.kind[first], src, dst, automorphism)
+    ids, first = ids[compare], first[compare]
     mine = [routes[i] for i in ids.tolist()]
     theirs = []
     for i in first.tolist():
