@@ -21,6 +21,7 @@ from scaleup.topology.presets import resolve_topology
 from scaleup.tune import channel_search as cs
 from scaleup.tune.channel_search import (
     ChannelPlan,
+    Wiring,
     double_binary_tree,
     link_loads,
     nvls_heads,
@@ -341,3 +342,19 @@ def test_no_ring_within_the_budget_falls_back_to_rank_order_as_nccl_does():
     plan = search_rings(t, ranks)
     assert plan.n_channels == 1
     assert plan.channels[0].order == tuple(range(len(ranks)))
+
+
+def test_searches_sharing_one_wiring_find_what_each_finds_alone():
+    """A :class:`Wiring` only keeps what every search reads (channels by device, servers and
+    their classes): the plans are the same, and another topology's wiring is refused."""
+    topo = resolve_topology("4xdgx-h100")
+    wiring = Wiring(topo)
+    assert search_rings(topo, wiring=wiring) == search_rings(topo)
+    assert search_trees(topo, wiring=wiring) == search_trees(topo)
+    assert nvls_heads(topo, wiring=wiring) == nvls_heads(topo)
+    assert search_rings(topo, range(8), wiring=wiring) == search_rings(topo, range(8))
+    first = wiring.layout(tuple(range(32)))
+    assert wiring.layout(tuple(range(32))) is first  # kept, not searched again
+    assert len({wiring.server_class(srv) for srv in first}) == 1  # four copies of one server
+    with pytest.raises(UsageError, match="wiring"):
+        search_rings(resolve_topology("dgx-h100"), wiring=wiring)

@@ -41,7 +41,7 @@ from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.topology.torus import TorusTopology
 from scaleup.tune.channel_plan import ChannelPlan
-from scaleup.tune.channel_search import search_rings, search_trees
+from scaleup.tune.channel_search import Wiring, search_rings, search_trees
 from scaleup.tune.rccl_trees import defined_trees
 
 __all__ = [
@@ -142,9 +142,15 @@ class GroupShape:
     defined: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
-    def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> GroupShape:
+    def of(
+        cls, topology: Topology, ranks: Sequence[int] | None = None, *,
+        wiring: Wiring | None = None,
+    ) -> GroupShape:  # fmt: skip
         """Search the plans of ``ranks`` (default: every accelerator) on ``topology``; a plan the
-        search cannot make (no channel fits the links) is None and the builders' defaults stand."""
+        search cannot make (no channel fits the links) is None and the builders' defaults stand.
+        ``wiring``: the topology's :class:`~scaleup.tune.channel_search.Wiring`, shared by its
+        searches (default: one made here)."""
+        wiring = Wiring(topology) if wiring is None else wiring
         group = tuple(range(len(topology.accelerators))) if ranks is None else tuple(ranks)
         nodes = analysis.rank_nodes(topology, ranks)
         multi = len(set(nodes)) > 1
@@ -154,11 +160,11 @@ class GroupShape:
             and len(group) % g == 0
             and all(len(set(nodes[s : s + g])) == 1 for s in range(0, len(group), g))
         )
-        rings = _searched(search_rings, topology, ranks)
+        rings = _searched(search_rings, topology, ranks, wiring)
         defined = defined_trees(topology, ranks)
         chains = defined is None and uses_chains(topology, ranks)
-        trees = _searched(search_trees, topology, ranks) if chains else None
-        local = _searched(search_rings, topology, group[:g]) if whole else None
+        trees = _searched(search_trees, topology, ranks, wiring) if chains else None
+        local = _searched(search_rings, topology, group[:g], wiring) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
         torus = torus_group(topology, ranks)
         return cls(len(group), g, rings, trees, local, counts, torus, multi, defined)
@@ -214,10 +220,11 @@ def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:
 
 
 def _searched(
-    search: Callable[..., ChannelPlan], topology: Topology, ranks: Sequence[int] | None
-) -> ChannelPlan | None:
+    search: Callable[..., ChannelPlan], topology: Topology, ranks: Sequence[int] | None,
+    wiring: Wiring,
+) -> ChannelPlan | None:  # fmt: skip
     """``search(topology, ranks)`` under :data:`CHANNEL_BW_CAP`, or None when no channel fits."""
     try:
-        return search(topology, ranks, max_channel_bw_bytes_per_s=CHANNEL_BW_CAP)
+        return search(topology, ranks, max_channel_bw_bytes_per_s=CHANNEL_BW_CAP, wiring=wiring)
     except NoRouteError:
         return None

@@ -259,7 +259,8 @@ class Question:
         """The group's NVLS heads (:func:`~scaleup.tune.channel_search.nvls_heads`), searched
         once: the ``nvls_tree`` builder's parameters and NCCL's NVLS graph both read them."""
         if self._heads is None:
-            self._heads = nvls_heads(self.topology, self.group)
+            wiring = self.session.wiring(self.topology)
+            self._heads = nvls_heads(self.topology, self.group, wiring=wiring)
         return self._heads
 
     def nccl_model(self) -> ModelInputs | None:

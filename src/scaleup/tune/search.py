@@ -42,6 +42,7 @@ from scaleup.errors import UsageError
 from scaleup.sim import Network
 from scaleup.sim.straggler import Stragglers
 from scaleup.topology.model import Topology
+from scaleup.tune.channel_search import Wiring
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.checks import CheckedSet
 from scaleup.tune.choice import TunedChoice
@@ -84,6 +85,7 @@ class TuneSession:
         self._networks: dict[Topology, Network] = {}
         self._questions: dict[tuple[object, ...], Question] = {}
         self._shapes: dict[tuple[Topology, tuple[int, ...] | None], GroupShape] = {}
+        self._wirings: dict[Topology, Wiring] = {}
 
     def network(self, topology: Topology) -> Network:
         """The :class:`~scaleup.sim.Network` every schedule on ``topology`` is compiled into."""
@@ -92,13 +94,21 @@ class TuneSession:
             net = self._networks[topology] = Network(topology)
         return net
 
+    def wiring(self, topology: Topology) -> Wiring:
+        """The channels by device and server wiring every channel search on ``topology`` reads
+        (:class:`~scaleup.tune.channel_search.Wiring`), built once per session."""
+        wiring = self._wirings.get(topology)
+        if wiring is None:
+            wiring = self._wirings[topology] = Wiring(topology)
+        return wiring
+
     def shape(self, topology: Topology, group: tuple[int, ...] | None) -> GroupShape:
         """The channel plans of ``group`` (accelerator indices; None: all) on ``topology``,
         searched once per session (:class:`~scaleup.tune.channels.GroupShape`)."""
         key = (topology, group)
         shape = self._shapes.get(key)
         if shape is None:
-            shape = self._shapes[key] = GroupShape.of(topology, group)
+            shape = self._shapes[key] = GroupShape.of(topology, group, wiring=self.wiring(topology))
         return shape
 
     def tune(
