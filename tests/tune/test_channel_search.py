@@ -358,3 +358,7 @@ def test_searches_sharing_one_wiring_find_what_each_finds_alone():
     assert len({wiring.server_class(srv) for srv in first}) == 1  # four copies of one server
     with pytest.raises(UsageError, match="wiring"):
         search_rings(resolve_topology("dgx-h100"), wiring=wiring)
+    again = resolve_topology("4xdgx-h100:nics=8")  # an equal topology, another object
+    assert again is not topo
+    assert again == topo
+    assert search_rings(again, wiring=wiring) == search_rings(topo)

@@ -263,10 +263,11 @@ def _incident(topology: Topology) -> dict[str, tuple[Arc, ...]]:
 
 
 def _wired(topology: Topology, wiring: Wiring | None) -> Wiring:
-    """``wiring`` if it is ``topology``'s, else a new one (a UsageError for another's)."""
+    """``wiring`` if it is ``topology``'s (that object or an equal one: a session keys its
+    wirings by equality), else a new one (a UsageError for another topology's)."""
     if wiring is None:
         return Wiring(topology)
-    if wiring.topology is not topology:
+    if wiring.topology is not topology and wiring.topology != topology:
         raise UsageError("the wiring passed is another topology's", source="wiring")
     return wiring
 
