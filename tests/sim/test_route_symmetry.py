@@ -3,7 +3,8 @@
 A pattern's check skips routing the moved pairs of such routes. These tests hold the shortcut to
 the comparison it replaces: wherever it says a route is carried, routing the moved pair and
 comparing agrees; it says so only for moves that keep every channel, device and HBM, and never
-for routes through the ECMP cap, a torus or host staging.
+for routes through the ECMP cap, a torus or host staging. Routes a pattern carries rather than
+routes (carry_routes) are the routes routing gives.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from scaleup.sim import params as P
 from scaleup.sim.network import Network
 from scaleup.sim.nvls_tree_pattern import NvlsTreePattern
 from scaleup.sim.pattern import RingPattern, routes_follow
-from scaleup.sim.route_symmetry import fabric_automorphism, routes_carried
+from scaleup.sim.route_symmetry import carry_routes, fabric_automorphism, routes_carried
 from scaleup.sim.symmetry import device_image, network_image
 from scaleup.topology import resolve_topology
 from scaleup.topology.torus import torus
@@ -144,3 +145,63 @@ def test_no_transfer_is_carried_through_the_ecmp_cap_a_torus_or_host_staging(mon
     switch = np.full(2, int(OpKind.SWITCH_REDUCE))  # no peer access, a torus: still carried
     assert routes_carried(staged, switch, src, dst, True).all()
     assert not routes_carried(net, switch, src, dst, False).any()
+
+
+def _same_route(a, b) -> bool:
+    """Two routes equal to rounding: constraints, coefficients, latency, class and inflation."""
+    return (
+        np.array_equal(a.net_rows, b.net_rows) and np.allclose(a.net_vals, b.net_vals, rtol=1e-12)
+        and np.array_equal(a.mem_rows, b.mem_rows)
+        and np.allclose(a.mem_vals, b.mem_vals, rtol=1e-12)
+        and np.isclose(a.latency_s, b.latency_s, rtol=1e-12)
+        and (a.link_class, a.inflate) == (b.link_class, b.inflate)
+    )  # fmt: skip
+
+
+def _carried_against_routed(pattern) -> int:
+    """carry_routes on a fresh network of the pattern's fabric; every route it added compared
+    with the route a second fresh network computes for the same pair. Returns how many were
+    carried."""
+    c = pattern.compiled
+    topo = c.topology
+    net, reference = Network(topo), Network(topo)
+    carried = carry_routes(net, c.schedule.table, [(m.sigma, m.con_image) for m in pattern.moves])
+    for key, rid in net._route_ids.items():
+        _, s, d, reduce = key
+        routed = reference.transfer_route(s, d, reduce=reduce)
+        assert _same_route(net.routes[rid], reference.routes[routed])
+    return carried
+
+
+@pytest.mark.parametrize(
+    ("make", "least"),
+    [
+        (lambda: _ring("ualink-pod:n=128"), 100),
+        (lambda: _ring("2xdgx-h100"), 1),
+        (lambda: _ring("gb200-nvl72"), 60),
+    ],  # fmt: skip
+    ids=["ring-ualink-128", "ring-2xdgx", "ring-nvl72"],
+)
+def test_routes_carried_along_orbits_are_the_routes_routing_gives(make, least):
+    assert _carried_against_routed(make()) >= least
+
+
+def test_no_route_is_carried_from_a_pair_the_ecmp_cap_pruned(monkeypatch):
+    pattern = _ring("dgx-h100")
+    monkeypatch.setattr(P, "MAX_ECMP_FANOUT", 1)  # every pair's four NVSwitch next hops: pruned
+    assert _carried_against_routed(pattern) == 0
+
+
+def test_no_route_is_carried_on_a_torus_or_without_peer_access():
+    topo = resolve_topology("dgx-h100")
+    pattern = _ring("dgx-h100")
+    moves = [(m.sigma, m.con_image) for m in pattern.moves]
+    table = pattern.compiled.schedule.table
+    assert carry_routes(Network(topo), table, moves) > 0
+    assert carry_routes(Network(topo.with_peer_access(False)), table, moves) == 0
+    ring = torus((8,), "TPU-v5p")
+    spec = CollectiveSpec("all_reduce", 8, 4096 * 8)
+    on_torus = RingPattern.of("ring", spec, {"channels": 2}, ring)
+    if on_torus is not None:
+        moves = [(m.sigma, m.con_image) for m in on_torus.moves]
+        assert carry_routes(Network(ring), on_torus.compiled.schedule.table, moves) == 0

@@ -223,6 +223,28 @@ class Network:
         rows, vals = _merge(mem_rows, mem_vals)
         return self._add(key, Route(edges, frac, rows, vals, latency, link_class))
 
+    def carry_transfer_route(
+        self, rid: int, con_image: np.ndarray, src_rank: int, dst_rank: int, *, reduce: bool
+    ) -> int | None:
+        """Add the route of a transfer as the image of route ``rid`` under ``con_image`` (the
+        constraint map of an automorphism of the fabric that carries ``rid``'s transfer onto this
+        one: the caller's proof, :func:`scaleup.sim.route_symmetry.carry_routes`); its id, or
+        None where the map leaves one of the route's constraints without an image."""
+        key = ("t", src_rank, dst_rank, reduce)
+        known = self._route_ids.get(key)
+        if known is not None:
+            return known
+        base = self.routes[rid]
+        net_rows, mem_rows = con_image[base.net_rows], con_image[base.mem_rows]
+        if (net_rows < 0).any() or (mem_rows < 0).any():
+            return None
+        net_order, mem_order = np.argsort(net_rows), np.argsort(mem_rows)  # rows kept sorted
+        route = Route(
+            net_rows[net_order], base.net_vals[net_order], mem_rows[mem_order],
+            base.mem_vals[mem_order], base.latency_s, base.link_class, base.inflate,
+        )  # fmt: skip
+        return self._add(key, route)
+
     def _staged(self, src_rank: int, dst_rank: int, dst_access: float) -> Route:
         """device -> host memory -> device, pipelined (one variable over both legs)."""
         mem_rows = [np.array([self.hbm[src_rank], self.hbm[dst_rank]])]

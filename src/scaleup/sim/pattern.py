@@ -47,7 +47,7 @@ from scaleup.sim.lane_orbits import LaneGenerator, Orbits, lane_generators, orbi
 from scaleup.sim.network import Network
 from scaleup.sim.protocols import Protocol, protocol
 from scaleup.sim.quotient import Quotient
-from scaleup.sim.route_symmetry import fabric_automorphism, routes_carried
+from scaleup.sim.route_symmetry import carry_routes, fabric_automorphism, routes_carried
 from scaleup.sim.run import Run
 from scaleup.sim.simulate import CompiledSchedule
 from scaleup.sim.symmetry import Symmetry
@@ -197,9 +197,12 @@ class RingPattern(Pattern):
         )
         assert built.op_group is not None  # noqa: S101 - built for rows
         mult = np.r_[rows.size, ranks.size][built.op_group].astype(np.float64)
-        compiled = CompiledSchedule(built.schedule, topology, None, net)
         moves = _lane_moves(ln, gens)
-        if moves is None or not all(routes_follow(compiled, m) for m in moves):
+        if moves is None:
+            return None
+        carry_routes(net, built.schedule.table, [(m.sigma, m.con_image) for m in moves])
+        compiled = CompiledSchedule(built.schedule, topology, None, net)
+        if not all(routes_follow(compiled, m) for m in moves):
             return None
         full = int(np.r_[rows.size, ranks.size][built.op_group].sum())
         return cls(compiled, mult, gens, full, moves, int(ln.channel.max()) + 1)

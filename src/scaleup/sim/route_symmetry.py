@@ -23,16 +23,25 @@ channels to switches of a type with in-switch reduction, their capacities and la
 switches' latencies, and one channel between each rank and each plane (the last of parallel
 ones: an automorphism maps the k-th of parallel channels onto the k-th), so it is carried too;
 that is why the automorphism must also keep every device's catalog type.
+
+The same argument lets a pattern route fewer pairs in the first place
+(:func:`carry_routes`): of the transfers its representatives make, one per orbit under the
+moves that are fabric automorphisms is routed, and the others are its images (a ring's
+representative chain crosses every pair of neighbours of its ring: 1,024 splits at 1,024 ranks
+where the moves leave 16 orbits). A pair whose split the ECMP cap pruned is carried nowhere:
+its images are routed themselves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from scaleup.collectives.op_table import OpKind
+from scaleup.collectives.op_table import OpKind, OpTable
 from scaleup.sim.network import Network
 
-__all__ = ["fabric_automorphism", "routes_carried"]
+__all__ = ["carry_routes", "fabric_automorphism", "routes_carried"]
 
 
 def fabric_automorphism(net: Network, sigma: np.ndarray, con_image: np.ndarray) -> bool:
@@ -93,4 +102,49 @@ def routes_carried(
         s, d = int(src[i]), int(dst[i])
         pair = (int(net.acc_devices[s]), int(net.acc_devices[d]))
         carried[i] = s == d or pair not in capped
+    return carried
+
+
+def carry_routes(
+    net: Network, table: OpTable, moves: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> int:
+    """Add to ``net`` the routes of ``table``'s point-to-point transfers (ranks are accelerator
+    indices), routing one per orbit under the ``moves`` ``(sigma, con_image)`` that are
+    automorphisms of the fabric (:func:`fabric_automorphism`) and carrying it onto the rest of
+    its orbit (module docstring); the number of routes carried rather than routed."""
+    fabric = net.fabric
+    if not net.topology.peer_access or fabric.dimension_ordered:
+        return 0  # host-staged or dimension-ordered routes: none is carried
+    autos = [(sigma, image) for sigma, image in moves if fabric_automorphism(net, sigma, image)]
+    p2p = np.flatnonzero(table.kind != int(OpKind.SWITCH_REDUCE))
+    if not autos or not len(p2p):
+        return 0
+    n = len(net.acc_devices)
+    src = table.src_rank[table.src_ptr[p2p]].astype(np.int64)
+    dst = table.dst_rank[table.dst_ptr[p2p]].astype(np.int64)
+    red = (table.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
+    wanted = set(np.unique((src * n + dst) * 2 + red).tolist())
+    done: set[int] = set()
+    carried = 0
+    for code in sorted(wanted):
+        if code in done:
+            continue
+        done.add(code)
+        s, d, r = code // 2 // n, code // 2 % n, bool(code % 2)
+        rid = net.transfer_route(s, d, reduce=r)
+        if s == d or (int(net.acc_devices[s]), int(net.acc_devices[d])) in fabric.capped:
+            continue
+        stack = [(s, d, rid)]
+        while stack:  # the orbit of the pair, each image carried from the pair it came from
+            s0, d0, rid0 = stack.pop()
+            for sigma, image in autos:
+                s1, d1 = int(sigma[s0]), int(sigma[d0])
+                code1 = (s1 * n + d1) * 2 + int(r)
+                if code1 not in wanted or code1 in done:
+                    continue
+                rid1 = net.carry_transfer_route(rid0, image, s1, d1, reduce=r)
+                if rid1 is not None:
+                    done.add(code1)
+                    carried += 1
+                    stack.append((s1, d1, rid1))
     return carried
