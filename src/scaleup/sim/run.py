@@ -31,6 +31,10 @@ __all__ = ["Run", "Slowed"]
 #: floats, so this only moves time.
 _COLUMNS_FROM = 2048
 
+#: Transfers due within this factor of the present finish at it: completions that differ only
+#: by rounding (the same instant reached by sums in another order) are one event, not several
+_SNAP = 1.0 + 4 * np.finfo(np.float64).eps
+
 
 class Slowed(NamedTuple):
     """A protocol's system with stragglers applied (:mod:`scaleup.sim.straggler`): usage
@@ -77,6 +81,11 @@ class Run:
         self.start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         self.deps_left = c.n_deps.copy()
+        n_succ = np.diff(c.succ_ptr)
+        #: each op's successor where it has exactly one (most chain steps), else -1
+        self.one_succ = np.full(n, -1, dtype=np.int64)
+        single = np.flatnonzero(n_succ == 1)
+        self.one_succ[single] = c.succ_idx[c.succ_ptr[single]]
         self.env = Environment()
         self.a_op = np.zeros(0, dtype=np.int64)
         self.a_var = np.zeros(0, dtype=np.int64)
@@ -86,6 +95,7 @@ class Run:
         self.t_last = 0.0
         self.acc_rows = np.zeros(0, dtype=np.int64)
         self.acc_bytes = np.zeros(0)
+        self.acc_dt = 0.0  # time the present solution has held, not yet added to the totals
         n_groups = len(self.merged[3])  # accounting per merged constraint, expanded at the end
         self.con_bytes = np.zeros(n_groups)
         self.con_busy = np.zeros(n_groups)
@@ -103,6 +113,7 @@ class Run:
         roots = np.flatnonzero(c.n_deps == 0)
         self._release(roots, c.start_s(self.proto))
         self.env.run()
+        self._account()
         if c.n_ops and np.isnan(self.end).any():
             stuck = int(np.flatnonzero(np.isnan(self.end))[0])
             raise SimulationError("op never became ready (dependency cycle?)", op=stuck)
@@ -137,10 +148,16 @@ class Run:
         if dt > 0.0:
             if len(self.a_rem):
                 self.a_rem = np.maximum(self.a_rem - self.a_rate * dt, 0.0)
-            if len(self.acc_rows):
-                self.con_bytes[self.acc_rows] += self.acc_bytes * dt
-                self.con_busy[self.acc_rows] += dt
+            self.acc_dt += dt
         self.t_last = now
+
+    def _account(self) -> None:
+        """Add the time the present rate solution held to its constraints' bytes and busy time
+        (once per solution, not per event)."""
+        if self.acc_dt > 0.0 and len(self.acc_rows):
+            self.con_bytes[self.acc_rows] += self.acc_bytes * self.acc_dt
+            self.con_busy[self.acc_rows] += self.acc_dt
+        self.acc_dt = 0.0
 
     def _release(self, ops: np.ndarray, now: float) -> None:
         if not len(ops):
@@ -185,7 +202,9 @@ class Run:
             i = int(ops[0])
             succ = c.succ_idx[c.succ_ptr[i] : c.succ_ptr[i + 1]]
         else:
-            succ = c.succ_idx[csr_rows(c.succ_ptr, ops)]
+            succ = self.one_succ[ops]
+            if not len(succ) or succ.min() < 0:  # some op has none or several: their lists
+                succ = c.succ_idx[csr_rows(c.succ_ptr, ops)]
         self._decrement(succ, now)
 
     def _decrement(self, succ: np.ndarray, now: float) -> None:
@@ -247,11 +266,11 @@ class Run:
         now = self.env.now
         self._advance(now)
         if self.pipe is not None:
-            fire = self.a_tt <= now
+            fire = self.a_tt <= now * _SNAP
             if fire.any():
                 self.a_thr[fire], self.a_tt[fire] = -1.0, np.inf
                 self.pipe.release_streams(self.a_op[fire], now)
-        done = self.a_fin <= now
+        done = self.a_fin <= now * _SNAP
         finished = self.a_op[done]
         keep = ~done
         self.a_op, self.a_var, self.a_rem = self.a_op[keep], self.a_var[keep], self.a_rem[keep]
@@ -269,6 +288,7 @@ class Run:
         if self.completion is not None:
             self.completion.cancel()
             self.completion = None
+        self._account()
         if not len(self.a_op):
             self.acc_rows = np.zeros(0, dtype=np.int64)
             self.acc_bytes = np.zeros(0)
@@ -413,10 +433,14 @@ class _Pipelined:
     def finish(self, ops: np.ndarray, now: float) -> None:
         """``ops`` ended: successors not yet released lose the dependency; waiters re-check."""
         c = self.run.c
-        idx = csr_rows(c.succ_ptr, ops)
-        skip = self.p.succ_stream[idx] & np.repeat(
-            self.released[ops], c.succ_ptr[ops + 1] - c.succ_ptr[ops]
-        )
+        if self.run.one_succ[ops].min(initial=0) >= 0:  # one successor each: no CSR walk
+            idx = c.succ_ptr[ops]
+            skip = self.p.succ_stream[idx] & self.released[ops]
+        else:
+            idx = csr_rows(c.succ_ptr, ops)
+            skip = self.p.succ_stream[idx] & np.repeat(
+                self.released[ops], c.succ_ptr[ops + 1] - c.succ_ptr[ops]
+            )
         self.released[ops] = True
         self.run._decrement(c.succ_idx[idx[~skip]], now)
         keys = ops[self.has_tail_waiter[ops]]
