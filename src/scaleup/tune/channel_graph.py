@@ -159,17 +159,20 @@ class NodeGraph:
         idx = np.flatnonzero(on)
         inflow = np.zeros(len(self.local))
         inflow[s] = 1.0
-        load: dict[int, float] = {}
-        for level in range(int(hops)):
+        arcs, fracs = [], []
+        for level in range(int(hops)):  # an arc is on one level (its tail's distance): once
             sel = idx[ds[self._u[idx]] == level]
             u, w = self._u[sel], self._cap[sel]
             wsum = np.bincount(u, weights=w, minlength=len(inflow))
             frac = inflow[u] * w / wsum[u]
             np.add.at(inflow, self._v[sel], frac)
-            for arc, f in zip(self._arc[sel], frac, strict=True):
-                if f > 0:
-                    load[int(arc)] = load.get(int(arc), 0.0) + float(f)
-        return tuple(sorted(load.items()))
+            arcs.append(self._arc[sel])
+            fracs.append(frac)
+        arc, frac = np.concatenate(arcs), np.concatenate(fracs)
+        keep = frac > 0
+        arc, frac = arc[keep], frac[keep]
+        order = np.argsort(arc, kind="stable")
+        return tuple(zip(arc[order].tolist(), frac[order].tolist(), strict=True))
 
     def mirror(self, load: Load) -> Load:
         """The same load on the reversed arcs."""
