@@ -21,7 +21,16 @@ from scaleup.sim.network import Network
 from scaleup.sim.protocols import Protocol
 from scaleup.topology.model import Topology
 
-__all__ = ["Variables", "op_routes", "rank_map", "successors", "usage_columns", "variables"]
+__all__ = [
+    "Variables",
+    "op_routes",
+    "rank_map",
+    "successors",
+    "transfer_codes",
+    "transfer_pair",
+    "usage_columns",
+    "variables",
+]
 
 
 def rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None) -> np.ndarray:
@@ -44,6 +53,22 @@ def rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None
     return out
 
 
+def transfer_codes(t: OpTable, rmap: np.ndarray, n_acc: int) -> tuple[np.ndarray, np.ndarray]:
+    """The point-to-point ops of ``t`` and the code of each one's transfer: ``(source x n_acc +
+    destination) x 2 + reduce``, accelerators by index (``rmap``: each rank's), so that equal
+    transfers share one code and codes sort by pair."""
+    p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
+    src = rmap[t.src_rank[t.src_ptr[p2p]]].astype(np.int64)
+    dst = rmap[t.dst_rank[t.dst_ptr[p2p]]].astype(np.int64)
+    red = (t.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
+    return p2p, (src * n_acc + dst) * 2 + red
+
+
+def transfer_pair(code: int, n_acc: int) -> tuple[int, int, bool]:
+    """``(source, destination, reduce)`` of a :func:`transfer_codes` code."""
+    return code // 2 // n_acc, code // 2 % n_acc, bool(code % 2)
+
+
 def op_routes(
     net: Network, topology: Topology, t: OpTable, rmap: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -54,15 +79,11 @@ def op_routes(
     route = np.zeros(n, dtype=np.int64)
     canon = np.zeros(n, dtype=np.int64)
     n_p2p_routes = 0
-    p2p = np.flatnonzero(t.kind != int(OpKind.SWITCH_REDUCE))
+    n_acc = len(topology.accelerators)
+    p2p, code = transfer_codes(t, rmap, n_acc)
     if len(p2p):
-        src = rmap[t.src_rank[t.src_ptr[p2p]]]
-        dst = rmap[t.dst_rank[t.dst_ptr[p2p]]]
-        red = (t.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
-        n_acc = len(topology.accelerators)
-        code = (src * n_acc + dst) * 2 + red
         uniq, inv = np.unique(code, return_inverse=True)
-        pairs = [(int(c // 2 // n_acc), int(c // 2 % n_acc), bool(c % 2)) for c in uniq]
+        pairs = [transfer_pair(c, n_acc) for c in uniq.tolist()]
         ids = np.array([net.transfer_route(s, d, reduce=r) for s, d, r in pairs], dtype=np.int64)
         route[p2p] = ids[inv]
         canon[p2p] = inv

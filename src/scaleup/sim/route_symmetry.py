@@ -27,9 +27,9 @@ that is why the automorphism must also keep every device's catalog type.
 The same argument lets a pattern route fewer pairs in the first place
 (:func:`carry_routes`): of the transfers its representatives make, one per orbit under the
 moves that are fabric automorphisms is routed, and the others are its images (a ring's
-representative chain crosses every pair of neighbours of its ring: 1,024 splits at 1,024 ranks
-where the moves leave 16 orbits). A pair whose split the ECMP cap pruned is carried nowhere:
-its images are routed themselves.
+representative chain crosses every pair of neighbours of its ring: 1,024 splits on a 1,024-XPU
+UALink pod, where the moves leave 64 orbits). A pair whose split the ECMP cap pruned is carried
+nowhere: its images are routed themselves.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scaleup.collectives.op_table import OpKind, OpTable
+from scaleup.sim.binding import transfer_codes, transfer_pair
 from scaleup.sim.network import Network
 
 __all__ = ["carry_routes", "fabric_automorphism", "routes_carried"]
@@ -116,21 +117,18 @@ def carry_routes(
     if not net.topology.peer_access or fabric.dimension_ordered:
         return 0  # host-staged or dimension-ordered routes: none is carried
     autos = [(sigma, image) for sigma, image in moves if fabric_automorphism(net, sigma, image)]
-    p2p = np.flatnonzero(table.kind != int(OpKind.SWITCH_REDUCE))
+    n = len(net.acc_devices)
+    p2p, codes = transfer_codes(table, np.arange(n, dtype=np.int64), n)
     if not autos or not len(p2p):
         return 0
-    n = len(net.acc_devices)
-    src = table.src_rank[table.src_ptr[p2p]].astype(np.int64)
-    dst = table.dst_rank[table.dst_ptr[p2p]].astype(np.int64)
-    red = (table.kind[p2p] == int(OpKind.REDUCE)).astype(np.int64)
-    wanted = set(np.unique((src * n + dst) * 2 + red).tolist())
+    wanted = set(np.unique(codes).tolist())
     done: set[int] = set()
     carried = 0
     for code in sorted(wanted):
         if code in done:
             continue
         done.add(code)
-        s, d, r = code // 2 // n, code // 2 % n, bool(code % 2)
+        s, d, r = transfer_pair(code, n)
         rid = net.transfer_route(s, d, reduce=r)
         if s == d or (int(net.acc_devices[s]), int(net.acc_devices[d])) in fabric.capped:
             continue
@@ -139,7 +137,7 @@ def carry_routes(
             s0, d0, rid0 = stack.pop()
             for sigma, image in autos:
                 s1, d1 = int(sigma[s0]), int(sigma[d0])
-                code1 = (s1 * n + d1) * 2 + int(r)
+                code1 = (s1 * n + d1) * 2 + int(r)  # transfer_codes' code
                 if code1 not in wanted or code1 in done:
                     continue
                 rid1 = net.carry_transfer_route(rid0, image, s1, d1, reduce=r)
