@@ -20,7 +20,9 @@ from scaleup.cli import app
 from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.sim import compile_schedule
+from scaleup.sim.network import Network
 from scaleup.sim.protocols import protocol
+from scaleup.sim.symmetry import _match_neighbours, device_image
 from scaleup.topology import resolve_topology
 from scaleup.topology.model import Link, Topology
 
@@ -193,3 +195,18 @@ def test_rows_match_is_a_multiset_test(data):
         for i in range(n)
     )
     assert _rows_match(ptr, mapped, vals, img) == want
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "2xdgx-h100", "ualink-pod:n=64", "dgx1-v100"])
+def test_fixed_ranks_fix_every_device_as_the_neighbour_matching_does(name):
+    """device_image's shortcut for a rank permutation that moves nothing is what matching every
+    other device to its neighbours' images gives."""
+    topo = resolve_topology(name)
+    net = Network(topo)
+    n = len(topo.accelerators)
+    tau = np.full(net.n_devices, -1, dtype=np.int64)
+    tau[net.acc_devices] = net.acc_devices
+    matched = _match_neighbours(net, topo, tau)
+    assert matched is not None
+    np.testing.assert_array_equal(device_image(net, topo, np.arange(n)), matched)
+    np.testing.assert_array_equal(matched, np.arange(net.n_devices))

@@ -138,6 +138,9 @@ class Network:
         self.routes: list[Route] = []
         self._route_ids: dict[Any, int] = {}
         self._planes_of: dict[int, tuple[list[int], np.ndarray]] = {}
+        #: the channels between a plane and a set of devices (each way) and the slowest one's
+        #: latency, by (plane, devices, up): a server's NVLS ops share their sources' legs
+        self._legs_of: dict[tuple[int, tuple[int, ...], bool], tuple[np.ndarray, float]] = {}
 
     def _host_memories(self, accs: tuple[Device, ...], names: list[str]) -> np.ndarray:
         """Capacity of every host memory constraint (virtual hosts: ``VIRTUAL_HOST_SOCKETS``
@@ -313,47 +316,65 @@ class Network:
     def _switch(self, srcs: tuple[int, ...], dsts: tuple[int, ...], issuer: int) -> Route:
         """The route :meth:`switch_route` adds: its legs over every plane, latency the slowest."""
         t = self.topology
-        ranks = sorted({*srcs, *dsts, issuer})
-        dev = {r: int(self.acc_devices[r]) for r in ranks}
-        switches, share = self._planes(issuer, dev[issuer])
-        index = self.topology.channel_index
-        arch = str(hardware.accelerator(t.devices[dev[issuer]].type).arch)
+        acc = self.acc_devices
+        me = int(acc[issuer])
+        switches, share = self._planes(issuer, me)
+        arch = str(hardware.accelerator(t.devices[me].type).arch)
         inflate = 1.0 / P.NVLS_EFFICIENCY.get(
             P.ARCH_ALIASES.get(arch, "default"), P.NVLS_EFFICIENCY["default"]
         )
-        rows: list[int] = []
-        vals: list[float] = []
+        src_devs = tuple(int(acc[r]) for r in srcs)
+        dst_devs = tuple(int(acc[r]) for r in dsts)
+        rows: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
         latency = 0.0
-
-        def leg(a: int, b: int, f: float) -> float:
-            ids = t.devices
-            c = index.get((ids[a].id, ids[b].id))
-            if c is None:
-                raise SimulationError(
-                    f"nvls needs {ids[a].id} and {ids[b].id} directly linked (one switch tier)",
-                    entry=ids[a].id,
-                )
-            rows.append(c)
-            vals.append(f)
-            return float(self.ch_latency[c])
-
         reduction = srcs != (issuer,)
         multicast = dsts != (issuer,)
         for sw, f in zip(switches, share, strict=True):
             sw_lat = float(self.dev_latency[sw])
+            legs: list[tuple[np.ndarray, float]] = []  # in the order their bytes are added
             lat = 0.0
             if reduction:  # every source's chunk goes up to the plane, reduced there
-                lat = max(leg(dev[r], sw, f) for r in srcs) + sw_lat
+                legs.append(self._legs(sw, src_devs, up=True))
+                lat = legs[-1][1] + sw_lat
                 if P.NVLS_RESULT_VIA_ISSUER or not multicast:  # ld_reduce: result to the issuer
-                    lat += leg(sw, dev[issuer], f)
+                    legs.append(self._legs(sw, (me,), up=False))
+                    lat += legs[-1][1]
                     if multicast:  # then multimem.st from the issuer
-                        lat += leg(dev[issuer], sw, f) + sw_lat
+                        legs.append(self._legs(sw, (me,), up=True))
+                        lat += legs[-1][1] + sw_lat
             elif multicast:  # pure multicast: the issuer's chunk goes up once
-                lat = leg(dev[issuer], sw, f) + sw_lat
+                legs.append(self._legs(sw, (me,), up=True))
+                lat = legs[-1][1] + sw_lat
             if multicast:
-                lat += max(leg(sw, dev[r], f) for r in dsts)
+                legs.append(self._legs(sw, dst_devs, up=False))
+                lat += legs[-1][1]
+            for channels, _ in legs:
+                rows.append(channels)
+                vals.append(np.full(len(channels), f))
             latency = max(latency, lat)
-        net_rows, net_vals = _merge([np.array(rows, dtype=np.int64)], [np.array(vals)])
+        net_rows, net_vals = _merge(rows, vals)
         mem_rows, mem_vals = _merge([self.hbm[list(srcs)], self.hbm[list(dsts)]],
                                     [np.ones(len(srcs)), np.ones(len(dsts))])  # fmt: skip
         return Route(net_rows, net_vals, mem_rows, mem_vals, latency, 4, inflate)
+
+    def _legs(self, plane: int, devices: tuple[int, ...], *, up: bool) -> tuple[np.ndarray, float]:
+        """The channels from each of ``devices`` to switch ``plane`` (``up``) or back, and the
+        slowest one's latency; a SimulationError where a device is not linked to it."""
+        key = (plane, devices, up)
+        hit = self._legs_of.get(key)
+        if hit is None:
+            ids, index = self.topology.devices, self.topology.channel_index
+            found = []
+            for d in devices:
+                a, b = (d, plane) if up else (plane, d)
+                c = index.get((ids[a].id, ids[b].id))
+                if c is None:
+                    raise SimulationError(
+                        f"nvls needs {ids[a].id} and {ids[b].id} directly linked (one switch tier)",
+                        entry=ids[a].id,
+                    )
+                found.append(c)
+            channels = np.array(found, dtype=np.int64)
+            hit = self._legs_of[key] = (channels, float(self.ch_latency[channels].max()))
+        return hit

@@ -20,14 +20,22 @@ automorphisms are known from the construction, as a ring's are from its lanes
 
 So one lane per chunk (channel 0, or channels 0 and 1 without the mirror) with the first head
 stands for all: ``chunks x (1 or 2)`` slices are built, with their chunk chains, and the
-multiplicity of each is the number of slices its orbit holds. The checks that make the result
-the exact run's are :class:`~scaleup.sim.pattern.Pattern`'s: every move maps the fabric onto
-itself (device types, capacities, latencies), every representative's route moved by every move
-is the simulator's route between the moved ranks (point to point and in-switch), constraint
-orbits close and thread blocks of one orbit have one capacity. Anything else (a degraded link,
-heads that are no residue class, unequal slices, one server) returns None and the caller takes
-the table pattern or the whole table. A connection's ops are one template op over the chunks of
-its lane, so the representatives' own pipelining structure is the quotient's.
+multiplicity of each is the number of slices its orbit holds. Only the moves the fabric follows
+are used: where no head rotation maps it onto itself (a rack of 72 NICs filling leaves of 32
+ports down in rank order, so that racks straddle leaves; a degraded NIC link) every head is a
+representative (where a rotation by a multiple of the heads' step does, as pods of 24 rails
+do, one head of each of its orbits), and where the mirror does not, both trees are built; the
+channel copies (ranks fixed) always hold. On ``8xgb200-nvl72`` that is 72 heads x 2 trees of
+32 x 72 slices, where the table pattern's symmetry search over the whole table took half a
+minute. The checks that
+make the result the exact run's are :class:`~scaleup.sim.pattern.Pattern`'s: every move maps
+the fabric onto itself (device types, capacities, latencies), every representative's route
+moved by every move is the simulator's route between the moved ranks (point to point and
+in-switch), constraint orbits close and thread blocks of one orbit have one capacity. Anything
+else (heads that are no residue class, unequal slices, one server, nothing that moves) returns
+None and the caller takes the table pattern or the whole table. A connection's ops are one
+template op over the chunks of its lane, so the representatives' own pipelining structure is
+the quotient's.
 ``scaleup bench --exact`` never takes this path; tests/sim/test_nvls_tree_pattern.py compares.
 """
 
@@ -79,23 +87,26 @@ class NvlsTreePattern(Pattern):
             return None
         tree0, tree1 = dtree_parents(m)
         phi = tree_map(tree0, tree1)
-        mirror = phi is not None and k % 2 == 0 and bool((phi[phi] == np.arange(m)).all())
+        if not (phi is not None and k % 2 == 0 and bool((phi[phi] == np.arange(m)).all())):
+            phi = None  # no mirror joins the trees
+        net = Network(topology) if network is None else network
+        found = _moves(net, topology, g, m, k, step, phi)
+        if found is None:
+            return None
+        rotation, mirror, moves = found
         built = 1 if mirror or k == 1 else 2  # channels built: the trees the moves do not join
+        kept = sorted(heads)[: rotation // step]  # one head of each orbit of the rotation
         reps = build_schedule(
-            "nvls_tree", CollectiveSpec("all_reduce", n, chunks * built * size),
-            channels=built, chunks=chunks, ranks_per_node=g, heads=(heads[0],),
+            "nvls_tree", CollectiveSpec("all_reduce", n, chunks * built * size * len(kept)),
+            channels=built, chunks=chunks, ranks_per_node=g, heads=tuple(kept),
         )  # fmt: skip
         schedule = Schedule(spec, "nvls_tree", reps.table, reps.scratch_count, params)
-        net = Network(topology) if network is None else network
-        moves = _moves(net, topology, g, m, k, step, phi if mirror else None)
-        if moves is None:
-            return None
         compiled = CompiledSchedule(schedule, topology, None, net)
         if not all(routes_follow(compiled, move) for move in moves):
             return None
         parity = reps.table.channel.astype(np.int64) % 2  # the tree each representative rides
         per_tree = np.array([k, 0]) if mirror else np.array([(k + 1) // 2, k // 2])
-        multiplicity = (h * per_tree[parity]).astype(np.float64)
+        multiplicity = (h // len(kept) * per_tree[parity]).astype(np.float64)
         pattern = cls(compiled, multiplicity, moves, int(multiplicity.sum()), k)
         if pattern.quotient(protocol("simple")) is None:  # orbits do not close: none will
             return None
@@ -114,23 +125,48 @@ def _head_step(heads: tuple[int, ...], g: int) -> int | None:
 
 def _moves(
     net: Network, topology: Topology, g: int, m: int, k: int, step: int, phi: np.ndarray | None
-) -> tuple[Move, ...] | None:
-    """The head rotation, the channel copies and (``phi``: the servers' mirror) the mirror, each
-    checked on the fabric; None when the fabric does not follow one, or there is none."""
+) -> tuple[int, bool, tuple[Move, ...]] | None:
+    """The moves the fabric follows, as ``(rotation, mirrored, moves)``:
+
+    - the head rotation by the heads' step ``step``, else by the least multiple of it dividing
+      ``g`` that the fabric follows (``rotation``; ``g``: none, every head is a representative).
+      Rail-optimised NVL72 racks whose 72 rails form pods of 24 follow a rotation by 24 only;
+      racks whose 72 NICs fill leaves of 32 ports down in rank order follow none;
+    - the channel copies (``k > 2``; None when the fabric does not follow them);
+    - the mirror (``phi``: the servers' mirror), where the fabric follows it (``mirrored``;
+      else both trees are built).
+
+    None when nothing moves."""
     rank = np.arange(m * g, dtype=np.int64)
     server, local = rank // g, rank % g
     tags = np.arange(k, dtype=np.int64)
-    copies = np.where(tags + 2 < k, tags + 2, tags % 2)  # a cycle within each tree parity
-    maps = [(server * g + (local + step) % g, tags)] if step < g else []  # one head: none
-    if k > 2:
-        maps.append((rank, copies))
-    if phi is not None:
-        maps.append((phi[server] * g + local, tags ^ 1))
     moves = []
-    for sigma, kappa in maps:
-        tau = device_image(net, topology, sigma)
-        con_image = None if tau is None else network_image(net, tau)
-        if con_image is None or not fabric_invariant(net, topology, sigma, con_image):
+    rotation = g
+    for d in range(step, g, step):  # (one head: nothing to rotate)
+        if g % d == 0:
+            move = _move(net, topology, server * g + (local + d) % g, tags)
+            if move is not None:
+                rotation = d
+                moves.append(move)
+                break
+    if k > 2:
+        move = _move(net, topology, rank, np.where(tags + 2 < k, tags + 2, tags % 2))
+        if move is None:  # a cycle of the channels within each tree parity
             return None
-        moves.append(Move(sigma, con_image, kappa))
-    return tuple(moves) or None
+        moves.append(move)
+    mirrored = False
+    if phi is not None:
+        move = _move(net, topology, phi[server] * g + local, tags ^ 1)
+        if move is not None:
+            moves.append(move)
+            mirrored = True
+    return (rotation, mirrored, tuple(moves)) if moves else None
+
+
+def _move(net: Network, topology: Topology, sigma: np.ndarray, kappa: np.ndarray) -> Move | None:
+    """The move of ranks ``sigma`` and tags ``kappa`` where the fabric follows it, else None."""
+    tau = device_image(net, topology, sigma)
+    con_image = None if tau is None else network_image(net, tau)
+    if con_image is None or not fabric_invariant(net, topology, sigma, con_image):
+        return None
+    return Move(sigma, con_image, kappa)

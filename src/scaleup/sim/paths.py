@@ -241,10 +241,15 @@ class FabricPaths:
         and the channels between consecutive ones are those paths' channels."""
         ptr, out = self.out_channels(with_hosts)
         ch_dst = self.ch_dst
-        df, db, on_level = self._scratch()  # -1 everywhere between calls
+        df, db, on_level, stamp = self._scratch()  # -1 everywhere between calls (not stamp)
 
         def around(devices: np.ndarray) -> np.ndarray:
-            return np.unique(ch_dst[out[csr_rows(ptr, devices)]])
+            """The devices one channel from ``devices``, each once (in no particular order:
+            the channels found are sorted at the end)."""
+            near = ch_dst[out[csr_rows(ptr, devices)]]
+            at = np.arange(len(near))
+            stamp[near] = at  # the last position of each device wins
+            return near[stamp[near] == at]
 
         fwd, bwd = [np.array([src], dtype=np.int64)], [np.array([dst], dtype=np.int64)]
         df[src], db[dst] = 0, 0
@@ -290,11 +295,12 @@ class FabricPaths:
         order = np.argsort(edges, kind="stable")
         return hops, edges[order], np.concatenate(levels)[order]
 
-    def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Three per-device int arrays, -1 everywhere (each search resets what it touched)."""
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Four per-device int arrays: three -1 everywhere (each search resets what it
+        touched), and one that each use writes before it reads."""
         if self._marks is None:
-            self._marks = np.full((3, self.n_devices), -1, dtype=np.int64)
-        return self._marks[0], self._marks[1], self._marks[2]
+            self._marks = np.full((4, self.n_devices), -1, dtype=np.int64)
+        return self._marks[0], self._marks[1], self._marks[2], self._marks[3]
 
     def out_channels(self, with_hosts: bool) -> tuple[np.ndarray, np.ndarray]:
         """Each device's out-channels (CSR: pointer, channel ids), in the graph with or without

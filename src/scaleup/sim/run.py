@@ -154,9 +154,14 @@ class Run:
     def _account(self) -> None:
         """Add the time the present rate solution held to its constraints' bytes and busy time
         (once per solution, not per event)."""
-        if self.acc_dt > 0.0 and len(self.acc_rows):
-            self.con_bytes[self.acc_rows] += self.acc_bytes * self.acc_dt
-            self.con_busy[self.acc_rows] += self.acc_dt
+        rows, dt = self.acc_rows, self.acc_dt
+        if dt > 0.0 and len(rows):
+            if rows.dtype == bool:  # a dense solution: every constraint, unused ones add 0
+                self.con_bytes += self.acc_bytes * dt
+                np.add(self.con_busy, dt, out=self.con_busy, where=rows.astype(bool, copy=False))
+            else:
+                self.con_bytes[rows] += self.acc_bytes * dt
+                self.con_busy[rows] += dt
         self.acc_dt = 0.0
 
     def _release(self, ops: np.ndarray, now: float) -> None:
@@ -353,8 +358,11 @@ class Run:
         else:
             flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
                                minlength=len(m_cap))  # fmt: skip
-        used = np.flatnonzero(flow > 0)
-        return rates, used, flow[used]
+        used = flow > 0
+        if 4 * np.count_nonzero(used) >= len(used):  # most constraints: dense adds are cheaper
+            return rates, used, flow
+        rows = np.flatnonzero(used)
+        return rates, rows, flow[rows]
 
 
 def _expand(values: np.ndarray, group: np.ndarray) -> np.ndarray:

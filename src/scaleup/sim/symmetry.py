@@ -261,6 +261,8 @@ def device_image(net: Network, topology: Topology, sigma: np.ndarray) -> np.ndar
     """The device permutation the rank permutation ``sigma`` induces: accelerators move with
     their ranks, every other device goes where its neighbours go (:func:`_match_neighbours`),
     or None."""
+    if np.array_equal(sigma, np.arange(len(sigma))):  # ranks fixed: every device stays
+        return np.arange(net.n_devices, dtype=np.int64)  # (what the matching would find)
     tau = np.full(net.n_devices, -1, dtype=np.int64)
     acc = net.acc_devices
     tau[acc[: len(sigma)]] = acc[sigma]

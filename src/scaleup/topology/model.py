@@ -200,6 +200,15 @@ class Topology:
         return tuple(out)
 
     @cached_property
+    def channels_from(self) -> dict[str, tuple[Channel, ...]]:
+        """The channels leaving each device that has any, in :attr:`channels` order (the
+        predicates ask for every rank's: one pass, not one per question)."""
+        out: dict[str, list[Channel]] = {}
+        for c in self.channels:
+            out.setdefault(c.src, []).append(c)
+        return {d: tuple(cs) for d, cs in out.items()}
+
+    @cached_property
     def channel_index(self) -> dict[tuple[str, str], int]:
         """``{(src, dst): position in channels}``."""
         return {(c.src, c.dst): i for i, c in enumerate(self.channels)}

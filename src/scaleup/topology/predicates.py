@@ -30,11 +30,8 @@ def _rank_devices(t: Topology, ranks: Sequence[int] | None) -> list[Device]:
 
 def _channels_out(t: Topology, devices: list[Device]) -> dict[str, list[Channel]]:
     """The channels leaving each of ``devices``, in ``t.channels`` order."""
-    out: dict[str, list[Channel]] = {d.id: [] for d in devices}
-    for c in t.channels:
-        if c.src in out:
-            out[c.src].append(c)
-    return out
+    leaving = t.channels_from
+    return {d.id: list(leaving.get(d.id, ())) for d in devices}
 
 
 def rank_nodes(t: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...]:
