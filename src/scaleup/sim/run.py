@@ -31,6 +31,10 @@ __all__ = ["Run", "Slowed"]
 #: floats, so this only moves time.
 _COLUMNS_FROM = 2048
 
+#: Merged constraints from which a solution that uses a quarter of them is kept dense (its
+#: accounting two whole-array adds instead of scatters to the used ones; same floats)
+_DENSE_FROM = 2048
+
 #: Transfers due within this factor of the present finish at it: completions that differ only
 #: by rounding (the same instant reached by sums in another order) are one event, not several
 _SNAP = 1.0 + 4 * np.finfo(np.float64).eps
@@ -359,8 +363,8 @@ class Run:
             flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
                                minlength=len(m_cap))  # fmt: skip
         used = flow > 0
-        if 4 * np.count_nonzero(used) >= len(used):  # most constraints: dense adds are cheaper
-            return rates, used, flow
+        if len(used) >= _DENSE_FROM and 4 * np.count_nonzero(used) >= len(used):
+            return rates, used, flow  # a quarter of many constraints: dense adds are cheaper
         rows = np.flatnonzero(used)
         return rates, rows, flow[rows]
 

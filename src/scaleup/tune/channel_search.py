@@ -292,8 +292,8 @@ def _search(
         return ChannelPlan(kind, ranks, (only,), node_trees=node_trees)
     path_kind = _path_kind(kind, len(servers))
     incident = wiring.incident
-    # identical servers share one search
-    keys = [wiring.server_class(srv) for srv in servers]
+    # identical servers share one search (one server: no wiring signature to read)
+    keys = [wiring.server_class(srv) for srv in servers] if len(servers) > 1 else [0]
     graphs: dict[int, NodeGraph] = {}
     for key, srv in zip(keys, servers, strict=True):
         if key not in graphs:
