@@ -13,6 +13,7 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import compile_schedule, simulate, simulate_many
 from scaleup.sim import params as P
+from scaleup.sim import run as sim_run
 from scaleup.sim.paths import link_efficiency
 from scaleup.topology import resolve_topology
 
@@ -225,3 +226,20 @@ def test_a_network_serves_only_its_own_topology() -> None:
     routes = len(net.routes)
     compile_schedule(ring, resolve_topology("dgx-h100"), network=net)  # an equal topology
     assert len(net.routes) == routes > 0
+
+
+@pytest.mark.parametrize("dense_from", [0, 1 << 30])
+def test_dense_and_sparse_accounting_give_the_same_bytes_and_busy_time(monkeypatch, dense_from):
+    """A rate solution kept dense (every merged constraint, unused ones adding 0) accounts the
+    same floats as one kept as its used constraints: both agree with the default's choice."""
+    topo = resolve_topology("2xdgx-h100")
+    spec = CollectiveSpec("all_reduce", 16, 16 * 4 * 1024)
+    compiled = compile_schedule(build_schedule("ring", spec, channels=4), topo)
+    reference = compiled.run("simple", scale=1.0)
+    compiled = compile_schedule(build_schedule("ring", spec, channels=4), topo)  # fresh memo
+    monkeypatch.setattr(sim_run, "_DENSE_FROM", dense_from)
+    forced = compiled.run("simple", scale=1.0)
+    assert forced.time_s == reference.time_s
+    np.testing.assert_array_equal(forced.constraint_bytes, reference.constraint_bytes)
+    np.testing.assert_array_equal(forced.constraint_busy_s, reference.constraint_busy_s)
+    assert reference.constraint_bytes.sum() > 0

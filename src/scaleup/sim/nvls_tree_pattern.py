@@ -27,15 +27,14 @@ representative (where a rotation by a multiple of the heads' step does, as pods 
 do, one head of each of its orbits), and where the mirror does not, both trees are built; the
 channel copies (ranks fixed) always hold. On ``8xgb200-nvl72`` that is 72 heads x 2 trees of
 32 x 72 slices, where the table pattern's symmetry search over the whole table took half a
-minute. The checks that
-make the result the exact run's are :class:`~scaleup.sim.pattern.Pattern`'s: every move maps
-the fabric onto itself (device types, capacities, latencies), every representative's route
-moved by every move is the simulator's route between the moved ranks (point to point and
-in-switch), constraint orbits close and thread blocks of one orbit have one capacity. Anything
-else (heads that are no residue class, unequal slices, one server, nothing that moves) returns
-None and the caller takes the table pattern or the whole table. A connection's ops are one
-template op over the chunks of its lane, so the representatives' own pipelining structure is
-the quotient's.
+minute. The checks that make the result the exact run's are
+:class:`~scaleup.sim.pattern.Pattern`'s: every move maps the fabric onto itself (device types,
+capacities, latencies), every representative's route moved by every move is the simulator's
+route between the moved ranks (point to point and in-switch), constraint orbits close and
+thread blocks of one orbit have one capacity. Anything else (heads that are no residue class,
+unequal slices, one server, nothing that moves) returns None and the caller takes the table
+pattern or the whole table. A connection's ops are one template op over the chunks of its
+lane, so the representatives' own pipelining structure is the quotient's.
 ``scaleup bench --exact`` never takes this path; tests/sim/test_nvls_tree_pattern.py compares.
 """
 
