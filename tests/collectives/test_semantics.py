@@ -91,3 +91,22 @@ def test_numpy_reads_overlapping_inputs_first() -> None:
     b = np.arange(10)
     np.add(b[2:10], b[0:8], out=b[2:10])
     assert b.tolist() == [0, 1, 2, 4, 6, 8, 10, 12, 14, 16]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int8])
+@pytest.mark.parametrize("ufunc", UFUNCS)
+def test_a_many_source_reduction_adds_left_to_right(dtype, ufunc) -> None:
+    """72 sources (an in-switch reduction over an NVL72 rack), one element or many: the result
+    is srcs[0] op srcs[1] op ... bit for bit, floats included (integers, max and min take one
+    stacked call, where the order cannot matter)."""
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 1000):
+        srcs = [(rng.standard_normal(n) * 40).astype(dtype) for _ in range(72)]
+        want = srcs[0].copy()
+        with np.errstate(over="ignore"):
+            for s in srcs[1:]:
+                want = ufunc(want, s)
+            outs = [np.empty(n, dtype) for _ in range(3)]
+            apply_op(OpKind.SWITCH_REDUCE, srcs, outs, ufunc)
+        for out in outs:
+            assert out.tobytes() == want.tobytes()

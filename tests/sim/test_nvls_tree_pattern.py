@@ -17,6 +17,7 @@ from scaleup.collectives.spec import CollectiveSpec
 from scaleup.sim import compile_schedule
 from scaleup.sim.nvls_tree_pattern import NvlsTreePattern
 from scaleup.topology import resolve_topology
+from scaleup.tune.checks import operands
 from scaleup.tune.question import Question
 from scaleup.tune.search import TuneSession
 
@@ -51,6 +52,7 @@ def test_pattern_times_nvls_tree_as_the_whole_table(topology, channels, chunks, 
     assert len(pattern.moves) == moves
     whole = compile_schedule(build_schedule("nvls_tree", spec, **params), topo)
     assert pattern.n_ops_full == whole.n_ops
+    assert pattern.n_operands_full == operands(whole.schedule)
     orbit = 3 if "rail" in topology else len(params["heads"])  # heads one representative has
     assert pattern.schedule.n_ops * orbit <= whole.n_ops // max(channels // 2, 1)
     for scale in (0.0, 1e-3, 1.0):

@@ -75,7 +75,19 @@ def test_a_wrong_timed_structure_is_refused():
 
 def test_large_structures_are_checked_in_lanes(monkeypatch):
     timed = _reference("ring", "all_reduce", 8, 16, 1)
-    monkeypatch.setattr(checks, "VERIFY_MAX_OPS", timed.n_ops - 1)
+    monkeypatch.setattr(checks, "VERIFY_MAX_OPERANDS", checks.operands(timed) - 1)
     assert CheckedSet().check_exact(timed) == "lanes"
-    monkeypatch.setattr(checks, "VERIFY_MAX_OPS", 10)
+    monkeypatch.setattr(checks, "VERIFY_MAX_OPS", 10)  # the lanes' budget
     assert CheckedSet().check_exact(timed) == "unchecked"
+
+
+def test_the_replay_budget_counts_operands_not_ops(monkeypatch):
+    """An in-switch op reads every rank and writes every rank: a structure of few but wide ops
+    costs its operands to replay, and is judged by them."""
+    timed = _reference("nvls", "all_reduce", 8, 4, 1)
+    budget = checks.operands(timed) - 1
+    assert 4 * timed.n_ops < budget  # 8 sources or 8 destinations an op: the ops would fit
+    monkeypatch.setattr(checks, "VERIFY_MAX_OPERANDS", budget)
+    assert CheckedSet().check_exact(timed) == "lanes"  # the lanes (2 channels) do
+    monkeypatch.setattr(checks, "VERIFY_MAX_OPERANDS", checks.operands(timed))
+    assert CheckedSet().check_exact(timed) == "exact"

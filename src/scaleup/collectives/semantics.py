@@ -109,6 +109,13 @@ def combine(
             np.copyto(dst, acc)
 
 
+def _order_free(ufunc: np.ufunc, dtype: np.dtype) -> bool:
+    """Whether reducing with ``ufunc`` in ``dtype`` gives one result in any order: integers
+    (wrapping sums and products), max and min. Float sums are left to right (numpy would sum
+    a stack pairwise where it sees fit)."""
+    return dtype.kind in "iub" or ufunc in (np.maximum, np.minimum)
+
+
 def apply_op(
     kind: OpKind | int,
     srcs: Sequence[np.ndarray],
@@ -121,11 +128,22 @@ def apply_op(
 
     ``disjoint``: the caller knows that no source lies in a destination's buffer (the overlap
     test is then skipped: the verifier's replay, which knows every operand's buffer)."""
-    if len(srcs) == 1 and len(dsts) == 1 and kind == OpKind.COPY:  # the common op: what
-        np.copyto(dsts[0], srcs[0])  # combine() does for it (copyto handles an overlap)
-        return
+    if len(srcs) == 1 and len(dsts) == 1:  # the common ops: what combine() does for them
+        if kind == OpKind.COPY:
+            np.copyto(dsts[0], srcs[0])  # copyto handles an overlap
+            return
+        if kind == OpKind.REDUCE:  # one ufunc call reads both operands before it writes
+            ufunc(dsts[0], srcs[0], out=dsts[0])
+            return
     if kind == OpKind.REDUCE:
         first, rest = None, srcs[:1]
+    elif len(srcs) > 2 and _order_free(ufunc, dsts[0].dtype):  # an in-switch reduction of
+        # many, where the order of the terms cannot change the result: the sources stacked
+        # (all read before any write) and reduced in one call
+        ufunc.reduce(np.stack(srcs), axis=0, out=dsts[0])
+        for dst in dsts[1:]:
+            np.copyto(dst, dsts[0])
+        return
     else:  # copy: one source; switch_reduce: the sources, left to right
         first, rest = srcs[0], srcs[1:]
     staged = not disjoint and needs_stage(dsts[0], first, rest)

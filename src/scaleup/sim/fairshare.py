@@ -243,6 +243,7 @@ def maxmin_columns(
     use: np.ndarray,
     capacity: np.ndarray,
     count: np.ndarray,
+    members: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """:func:`maxmin_entries` on a usage matrix in CSC form, bit for bit: the same rates.
 
@@ -254,6 +255,10 @@ def maxmin_columns(
     sums: a CSC product adds ``use * count`` into each constraint in entry order, as
     ``bincount`` does, and the frozen entries add exact zeros. Once half the entries are
     frozen they are dropped (the rest keep their order), so late rounds cost what is left.
+
+    ``members = (member_ptr, member_row, member_group)``: rows from ``len(capacity)`` on are
+    group rows (:mod:`scaleup.sim.factored`) without a capacity: each one's load is added to its
+    member constraints', and a saturated member saturates it. The same rates, to rounding.
     """
     cap = np.asarray(capacity, dtype=np.float64)
     n_c, n_v = len(cap), len(count)
@@ -267,7 +272,12 @@ def maxmin_columns(
         level = 0.0
         steps = np.empty(n_c)
         ids = np.arange(n_v)  # the variable each column of the (compacted) system stands for
-        row = np.asarray(row, dtype=np.int32 if n_c < 2**31 else np.int64)
+        n_rows = n_c
+        if members is not None:
+            m_ptr, m_row, m_group = members
+            m_starts = m_ptr[:-1]
+            n_rows += len(m_starts)
+        row = np.asarray(row, dtype=np.int32 if n_rows < 2**31 else np.int64)
         col_ptr = np.asarray(col_ptr, dtype=np.int32 if len(row) < 2**31 else np.int64)
         if row.dtype != col_ptr.dtype:
             row = row.astype(np.int64)
@@ -276,10 +286,16 @@ def maxmin_columns(
         while True:
             ones = _ones(len(row))
             while True:
-                load = sparse_matvec("csc", col_ptr, row, use, x, n_c)
+                load = sparse_matvec("csc", col_ptr, row, use, x, n_rows)
+                if members is not None:  # group rows' loads onto their members
+                    load = load[:n_c] + np.bincount(
+                        m_row, weights=load[n_c:][m_group], minlength=n_c
+                    )
                 inc, saturated = _fill(load, remaining, tol, steps)
                 level += inc
                 sat = saturated.astype(np.float64)
+                if members is not None:  # a group row is saturated with any of its members
+                    sat = np.concatenate((sat, np.maximum.reduceat(sat[m_row], m_starts)))
                 touched = sparse_matvec("csr", col_ptr, row, ones, sat, len(ids))
                 newly = (touched > 0) & (x > 0)
                 if not newly.any():  # no capacity binds what is left: rates stay inf

@@ -95,6 +95,14 @@ class Pattern:
         self._quotients: dict[str, Quotient | None] = {}
         self._unit: dict[str, float] = {}
 
+    @property
+    def n_operands_full(self) -> int:
+        """Sources and destinations of all the full schedule's ops (what replaying it costs):
+        each representative's, times the ops it stands for."""
+        t = self.schedule.table
+        per_op = np.diff(t.src_ptr) + np.diff(t.dst_ptr)
+        return int((per_op * self.multiplicity).sum())
+
     # ---- the quotient --------------------------------------------------------------------
     def quotient(self, proto: Protocol) -> Quotient | None:
         """The flow-class system for ``proto`` over the representatives, cached (None when a

@@ -14,6 +14,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from scaleup.collectives.op_table import csr_rows, csr_sort_order
+from scaleup.sim.factored import Factored, factor_groups
 from scaleup.sim.fairshare import column_classes, merge_constraints
 from scaleup.sim.memo import RateMemo
 from scaleup.sim.pipeline import Pipeline
@@ -65,6 +66,7 @@ class Quotient:
             RateMemo(),
         )
         self._merged = merge_constraints(parts["system"], parts["capacity"])
+        self._factored: list[Factored | None] = []  # computed on first use
         self._classes: np.ndarray | None = None
         self.orbit = parts["orbit"]  # full constraint -> quotient constraint (-1: unused)
 
@@ -81,6 +83,12 @@ class Quotient:
     def merged_system(self, proto: Protocol) -> tuple[np.ndarray, ...]:
         """The quotient system with interchangeable constraints merged."""
         return self._merged
+
+    def factored_system(self, proto: Protocol) -> Factored | None:
+        """The merged quotient system with group rows (:mod:`scaleup.sim.factored`), cached."""
+        if not self._factored:
+            self._factored.append(factor_groups(self._merged))
+        return self._factored[0]
 
     def var_classes(self, proto: Protocol) -> np.ndarray:
         """The quotient's variables by column (the key of the rate memo), cached."""

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from scaleup.collectives.op_table import csr_rows, csr_rows_lengths
 from scaleup.errors import SimulationError
 from scaleup.sim.engine import COMPLETE, RESOLVE, START, Environment, Event
+from scaleup.sim.factored import onto_members
 from scaleup.sim.fairshare import maxmin, maxmin_columns, maxmin_entries, sparse_matvec
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.quotient import Quotient
@@ -79,6 +80,11 @@ class Run:
         self.var_class = c.var_classes(proto)
         m_row = self.merged[1]  # 32-bit row indices where they fit: sparse products take them
         self.m_row = m_row.astype(np.int32) if len(m_row) < 2**31 - 1 else m_row
+        #: the merged system with group rows (:mod:`scaleup.sim.factored`), where it has them
+        self.factored = c.factored_system(proto) if slowed is None else None
+        if self.factored is not None:
+            f_row = self.factored.row
+            self.f_row = f_row.astype(np.int32) if len(f_row) < 2**31 - 1 else f_row
         self.nbytes = c.count * bytes_per_count
         self.bytes_per_count = bytes_per_count
         n = c.n_ops
@@ -328,6 +334,10 @@ class Run:
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, _m_row, m_use, m_cap, m_car, _group = self.merged
+        if self.factored is not None and self.solver is maxmin:
+            entries = int((m_ptr[uv + 1] - m_ptr[uv]).sum())
+            if entries >= _COLUMNS_FROM:
+                return self._solve_factored(uv, cnt)
         m_idx, m_len = csr_rows_lengths(m_ptr, uv)
         columns = len(m_idx) >= _COLUMNS_FROM
         if columns:  # the active variables' columns in CSC form (32-bit indices: scipy's own)
@@ -351,10 +361,7 @@ class Run:
             where[rows] = np.arange(len(rows))
             usage = sp.csr_matrix((use[idx], (where[row[idx]], col)), shape=(len(rows), len(uv)))
             rates = self.solver(usage, self.capacity[rows], count=cnt)
-        if not (rates.min() > 0.0 and rates.max() < np.inf):  # NaN fails both: not finite
-            raise SimulationError(
-                "a transfer got no bandwidth (a zero-capacity or unbounded route)"
-            )
+        _check_rates(rates)
         # payload flow per merged constraint, in units of capacity (x capacity at the end);
         # a CSC product adds each constraint's entries in order, as the bincount does
         if columns:
@@ -362,11 +369,42 @@ class Run:
         else:
             flow = np.bincount(hit, weights=m_car[m_idx] * (rates * cnt)[m_col],
                                minlength=len(m_cap))  # fmt: skip
-        used = flow > 0
-        if len(used) >= _DENSE_FROM and 4 * np.count_nonzero(used) >= len(used):
-            return rates, used, flow  # a quarter of many constraints: dense adds are cheaper
-        rows = np.flatnonzero(used)
-        return rates, rows, flow[rows]
+        return _solution(rates, flow)
+
+    def _solve_factored(
+        self, uv: np.ndarray, cnt: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_solve` on the factored system: a rack-wide column is a few entries, not one
+        per member constraint (the same rates and flows, to rounding)."""
+        f = self.factored
+        assert f is not None
+        f_idx, f_len = csr_rows_lengths(f.col_ptr, uv)
+        ptr = np.zeros(len(uv) + 1, dtype=self.f_row.dtype)
+        np.cumsum(f_len, out=ptr[1:])
+        hit = self.f_row[f_idx]
+        grouped = bool(len(hit)) and int(hit.max()) >= f.n_c
+        members = (f.member_ptr, f.member_row, f.member_group) if grouped else None
+        rates = maxmin_columns(ptr, hit, f.use[f_idx], self.merged[3], cnt, members)
+        _check_rates(rates)
+        n_rows = f.n_c + len(f.member_ptr) - 1
+        flow = sparse_matvec("csc", ptr, hit, f.carried[f_idx], rates * cnt, n_rows)
+        return _solution(rates, onto_members(flow, f) if grouped else flow[: f.n_c])
+
+
+def _check_rates(rates: np.ndarray) -> None:
+    """A SimulationError unless every rate is positive and finite."""
+    if not (rates.min() > 0.0 and rates.max() < np.inf):  # NaN fails both: not finite
+        raise SimulationError("a transfer got no bandwidth (a zero-capacity or unbounded route)")
+
+
+def _solution(rates: np.ndarray, flow: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A solve's memo entry: rates, and the used merged constraints with their payload flow
+    (all of them, as a mask, where a quarter of many are used: dense adds are cheaper)."""
+    used = flow > 0
+    if len(used) >= _DENSE_FROM and 4 * np.count_nonzero(used) >= len(used):
+        return rates, used, flow  # a quarter of many constraints: dense adds are cheaper
+    rows = np.flatnonzero(used)
+    return rates, rows, flow[rows]
 
 
 def _expand(values: np.ndarray, group: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
 from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, variables
+from scaleup.sim.factored import Factored, factor_groups
 from scaleup.sim.fairshare import column_classes, get_solver, merge_constraints
 from scaleup.sim.memo import RateMemo
 from scaleup.sim.network import LINK_CLASSES, Network
@@ -110,6 +111,7 @@ class CompiledSchedule:
         self._per_protocol: dict[str, tuple[Any, ...]] = {}
         self._bound_per_count: dict[str, float] = {}
         self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
+        self._factored_cache: dict[str, Factored | None] = {}
         self._classes: dict[str, np.ndarray] = {}
         self._pipeline: Pipeline | None = None
         self._symmetry: Symmetry | None = None
@@ -180,6 +182,13 @@ class CompiledSchedule:
             system, capacity, _latency, _memo = self.system(proto)
             hit = self._merged_cache[proto.name] = merge_constraints(system, capacity)
         return hit
+
+    def factored_system(self, proto: Protocol) -> Factored | None:
+        """The merged system with group rows (:func:`~scaleup.sim.factored.factor_groups`),
+        cached; None where it has none worth having."""
+        if proto.name not in self._factored_cache:
+            self._factored_cache[proto.name] = factor_groups(self.merged_system(proto))
+        return self._factored_cache[proto.name]
 
     def var_classes(self, proto: Protocol) -> np.ndarray:
         """The protocol's variables by column (:func:`~scaleup.sim.fairshare.column_classes`:

@@ -16,7 +16,7 @@ bench``, the planner, sweeps):
 from __future__ import annotations
 
 from scaleup.tune.channels import MAX_CHANNELS, GroupShape, channel_counts
-from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPS, CheckedSet
+from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPERANDS, VERIFY_MAX_OPS, CheckedSet
 from scaleup.tune.collective_time import CollectiveTimer, collective_time_s
 from scaleup.tune.request import BenchRequest, nccl_sizes
 from scaleup.tune.rules import (
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_PIPELINE_CHUNKS",
     "NCCL_ALGORITHMS",
     "REFERENCE_BLOCKS",
+    "VERIFY_MAX_OPERANDS",
     "VERIFY_MAX_OPS",
     "BenchRequest",
     "Candidate",

@@ -22,6 +22,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from scaleup import hardware
+from scaleup.collectives.op_table import csr_rows
 from scaleup.errors import NoRouteError
 from scaleup.topology.model import Channel, NodeKind, Topology
 
@@ -109,6 +110,11 @@ class NodeGraph:
         self._cap = np.array([self.capacity[i] for i in keep])
         host = np.array([kinds[d] is NodeKind.HOST for d in self.local])
         self._hostless = ~(host[self._u] | host[self._v]) if len(keep) else np.zeros(0, bool)
+        #: the forwarding arcs' positions grouped by tail device (ascending inside a group), so
+        #: a route reads the arcs of the devices on its shortest paths, not every arc
+        self._by_tail = np.argsort(self._u, kind="stable")
+        self._tail_ptr = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self._u, minlength=size), out=self._tail_ptr[1:])
         self._graphs = {}
         for with_hosts in (False, True):
             sel = np.ones(len(keep), bool) if with_hosts else self._hostless
@@ -153,10 +159,12 @@ class NodeGraph:
                 break
         else:
             raise NoRouteError(f"no path from {src} to {dst}", source=src, entry=dst)
-        on = ds[self._u] + 1 + dt[self._v] == hops
+        on_path = np.flatnonzero(ds + dt == hops)  # devices on a shortest path
+        cand = np.sort(self._by_tail[csr_rows(self._tail_ptr, on_path)])
+        on = ds[self._u[cand]] + 1 + dt[self._v[cand]] == hops
         if not with_hosts:
-            on &= self._hostless
-        idx = np.flatnonzero(on)
+            on &= self._hostless[cand]
+        idx = cand[on]
         inflow = np.zeros(len(self.local))
         inflow[s] = 1.0
         arcs, fracs = [], []

@@ -20,10 +20,14 @@ resolved parameters (``schedule.params``: channels, chunks, ring orders, one- or
   exactly when it is for the other. A chosen structure that fails is dropped and the choice is
   made again without it. Verdict ``"exact"``.
 
-Replay costs about ops x DAG width. Above :data:`VERIFY_MAX_OPS` ops (a 128-rank ring with 4
-channels and more) the exact check is left out: verdict ``"lanes"``; where even the lanes
-structure exceeds it (a 1024-rank ring), nothing is replayed: verdict ``"unchecked"``. The
-verdict travels with the choice (:attr:`scaleup.tune.search.TunedChoice.verification`).
+A replay's cost follows its *operands* (every op's sources and destinations: each is a shadow
+lookup, a hazard check and a slice, ~3 us here), not its ops: an in-switch op over an NVL72 rack
+has 144 of them, a ring step 2. The exact check is left out above :data:`VERIFY_MAX_OPERANDS`
+(200,000: the 100,000 two-operand ops of a 128-rank ring with 4 channels, the budget once counted
+in ops): verdict ``"lanes"``. The lanes check, which every timed structure must pass, keeps its
+budget of :data:`VERIFY_MAX_OPS` ops; where even the lanes structure exceeds it (a 1024-rank
+ring), nothing is replayed: verdict ``"unchecked"``. The verdict travels with the choice
+(:attr:`scaleup.tune.search.TunedChoice.verification`).
 """
 
 from __future__ import annotations
@@ -38,11 +42,22 @@ from scaleup.collectives.algorithms import build_schedule
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.verify import verify
 
-__all__ = ["REFERENCE_BLOCKS", "VERIFY_MAX_OPS", "CheckedSet", "is_scaled_copy", "reduced_copy"]
+__all__ = [
+    "REFERENCE_BLOCKS",
+    "VERIFY_MAX_OPERANDS",
+    "VERIFY_MAX_OPS",
+    "CheckedSet",
+    "is_scaled_copy",
+    "operands",
+    "reduced_copy",
+]
 
 #: Elements per (rank, channel, chunk) block of the reference schedule that sizes are scaled from.
 REFERENCE_BLOCKS = 1024
-#: Largest structure (ops) replayed exactly; larger ones are checked in lanes (module docstring).
+#: Largest structure (operands: sources and destinations of all ops) replayed exactly; larger
+#: ones are checked in lanes (module docstring).
+VERIFY_MAX_OPERANDS = 200_000
+#: Largest lanes structure (ops) replayed; larger ones are unchecked (module docstring).
 VERIFY_MAX_OPS = 100_000
 
 #: Op-table columns that must be equal, and those that must scale with the count.
@@ -120,21 +135,29 @@ class CheckedSet:
         key = (_key(timed, **changes), "lanes")  # known before the lanes structure is built
         if key not in self._verdicts:
             lanes = _rebuild(timed, count, **changes)
-            if lanes.n_ops <= VERIFY_MAX_OPS:
+            small = lanes.n_ops <= VERIFY_MAX_OPS
+            if small:
                 verify(lanes, dtype=_dtype(timed))
-            self._verdicts[key] = "lanes" if lanes.n_ops <= VERIFY_MAX_OPS else "unchecked"
+            self._verdicts[key] = "lanes" if small else "unchecked"
         return self._verdicts[key]
 
     def check_exact(self, timed: Schedule) -> str:
         """Replay ``timed``'s own structure at a reduced count: ``"exact"``; beyond
-        :data:`VERIFY_MAX_OPS` ops the lanes verdict. Raises the ScheduleError of a wrong one."""
-        if timed.n_ops > VERIFY_MAX_OPS:
+        :data:`VERIFY_MAX_OPERANDS` operands the lanes verdict. Raises the ScheduleError of a
+        wrong one."""
+        if operands(timed) > VERIFY_MAX_OPERANDS:
             return self.check_lanes(timed)
         key = (_key(timed), "exact")
         if key not in self._verdicts:
             verify(reduced_copy(timed)[0], dtype=_dtype(timed))
             self._verdicts[key] = "exact"
         return self._verdicts[key]
+
+
+def operands(schedule: Schedule) -> int:
+    """What replaying ``schedule`` costs: the sources and destinations of all its ops."""
+    t = schedule.table
+    return len(t.src_rank) + len(t.dst_rank)
 
 
 def _dtype(schedule: Schedule) -> str:

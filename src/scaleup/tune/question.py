@@ -24,7 +24,7 @@ from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import nvls_heads
-from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPS
+from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPERANDS, VERIFY_MAX_OPS
 from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
@@ -198,7 +198,7 @@ class Question:
             if isinstance(compiled, TablePattern):
                 return self.session.checked.check_exact(compiled.whole)
             if isinstance(compiled, Pattern):  # built from representatives: the whole table
-                if compiled.n_ops_full > VERIFY_MAX_OPS:  # only where it is small enough to
+                if compiled.n_operands_full > VERIFY_MAX_OPERANDS:  # only where small enough to
                     return self._check_pattern(compiled)  # replay (the exact check's rule)
                 count = self.reference_count(cand.channels, chunks)
                 whole = self.build(cand.algorithm, count, cand.channels, chunks)
