@@ -6,14 +6,16 @@ merges constraints that are alike for *every* variable; these 72 stay distinct, 
 transfers (the tree across racks, a GPU's own copies) load them one by one, so every such column
 keeps 72+ entries and on ``8xgb200-nvl72`` 94% of a solve's entries are theirs.
 
-Here a column's run of at least :data:`MIN_GROUP` entries with the same coefficient and payload
-ratio (bit for bit) over a row set that other columns share becomes one entry on a *group row*
-``n_c + g``; a group row has no capacity of its own, its load is added to each member's before
-the filling compares loads with capacities, and a member saturating freezes the group's columns
-(:func:`~scaleup.sim.fairshare.maxmin_columns` with ``members``). The loads are the same sums
-taken in another order, so the rates agree with the plain system to rounding (a few ulps), and
-the payload flow per constraint is expanded the same way. Nothing changes for systems without
-such runs: :func:`factor_groups` returns None and the run solves the merged system as before.
+Here the constraints that nearly the same wide columns touch form *blocks* (a rack's HBMs, its
+legs up, its legs down; :func:`factor_groups`), and a column that touches every member of a
+block keeps one entry on the block's *group row* ``n_c + g`` (its least coefficient there) plus
+residual entries where it uses more. A group row has no capacity of its own: its load is added
+to each member's before the filling compares loads with capacities, and a member saturating
+freezes the group's columns (:func:`~scaleup.sim.fairshare.maxmin_columns` with ``members``).
+The loads are the same sums taken in another order, so the rates agree with the plain system to
+rounding, and the payload flow per constraint is expanded the same way (:func:`onto_members`).
+Nothing changes for systems without such blocks: :func:`factor_groups` returns None and the run
+solves the merged system as before, bit for bit.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from scipy.sparse.csgraph import connected_components
 
 __all__ = ["MIN_GROUP", "Factored", "factor_groups", "onto_members"]
 
-#: Equal entries of one column from which they form a group row (an NVL72 rack's 72 legs, a
-#: DGX's 8; a ring step's 2-5 entries never do)
+#: Members a block needs (an NVL72 rack's 72 HBMs or legs, a DGX's 8); columns of at least
+#: twice as many entries are the wide ones that define blocks (a ring step has 2-5)
 MIN_GROUP = 8
 #: Jaccard similarity of two constraints' sets of long columns from which they share a block:
 #: two legs of a k-GPU NVLS domain share the k reductions of k + 2 columns (0.8 at k = 8, 0.97
