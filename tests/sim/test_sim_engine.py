@@ -76,3 +76,23 @@ def test_errors() -> None:
         env.run(until=0.5)
     with pytest.raises(SimulationError):
         env.schedule_at(Event(), 0.1)
+
+
+def test_live_lists_uncancelled_events_in_run_order_and_jump_moves_the_clock() -> None:
+    env = Environment()
+    late, early, stale = Event(value="late"), Event(value="early"), Event(value="stale")
+    env.schedule(late, delay=3.0, priority=START)
+    env.schedule(early, delay=1.0, priority=RESOLVE)
+    env.schedule(stale, delay=0.5)
+    stale.cancel()
+    assert env.live() == [(1.0, RESOLVE, early), (3.0, START, late)]
+    assert env.n_queued == 3  # the cancelled one is still in the heap
+    env.jump(1.0)  # up to the first live event, not past it
+    assert env.now == 1.0
+    with pytest.raises(SimulationError, match="due at 1.0"):
+        env.jump(2.0)
+    with pytest.raises(SimulationError, match="before now"):
+        env.jump(0.5)
+    early.cancel()
+    env.jump(2.0)
+    assert env.now == 2.0

@@ -102,6 +102,26 @@ class Environment:
             heapq.heappop(queue)
         return queue[0][0] if queue else math.inf
 
+    @property
+    def n_queued(self) -> int:
+        """Events in the heap, cancelled ones not yet dropped included (a cheap upper bound on
+        the live ones)."""
+        return len(self._queue)
+
+    def live(self) -> list[tuple[float, int, Event]]:
+        """The scheduled events not cancelled, as ``(time_s, priority, event)`` in the order they
+        would run."""
+        return [(t, p, e) for t, p, _, e in sorted(self._queue) if not e.cancelled]
+
+    def jump(self, time_s: float) -> None:
+        """Move the clock forward to ``time_s`` without running anything: no live event may be
+        due before it (a run that fast-forwards cancels and reschedules its events first)."""
+        if not time_s >= self._now:
+            raise SimulationError(f"time {time_s} is before now ({self._now})")
+        if self.peek() < time_s:
+            raise SimulationError(f"an event is due at {self.peek()}, before {time_s}")
+        self._now = float(time_s)
+
     def step(self) -> None:
         """Process the next live event; raise :class:`EmptySchedule` if there is none."""
         if not self._step():

@@ -142,7 +142,8 @@ class Pattern:
         if quotient is None:
             raise UsageError("the pattern's constraint orbits do not close", source="pattern")
         solve = get_solver(solver)
-        return Run(quotient, proto, itemsize(dtype) * float(scale), solve, step_bytes).result()
+        return Run(quotient, proto, itemsize(dtype) * float(scale), solve, step_bytes,
+                   fast_forward=True).result()  # fmt: skip
 
     def lower_bound_s(
         self, protocol_name: str = "simple", *, dtype: str = "float32", scale: float = 1.0

@@ -20,6 +20,7 @@ from scaleup.sim.factored import onto_members
 from scaleup.sim.fairshare import maxmin, maxmin_columns, maxmin_entries, sparse_matvec
 from scaleup.sim.protocols import Protocol
 from scaleup.sim.quotient import Quotient
+from scaleup.sim.recurrence import MIN_OPS, Recurrence
 from scaleup.sim.timeline import SimResult
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class Run:
         solver: Any,
         step_bytes: float | None = None,
         slowed: Slowed | None = None,
+        fast_forward: bool = False,
     ) -> None:
         self.c = c
         self.proto = proto
@@ -117,6 +119,13 @@ class Run:
         self.a_thr = np.zeros(0)  # remaining bytes at which an op releases its cut-through succs
         self.a_tt = np.zeros(0)  # when it will (inf: no pending release)
         self.pipe = _Pipelined(self, step_bytes) if step_bytes is not None and n else None
+        #: skips whole periods of a steady state (:mod:`scaleup.sim.recurrence`); not for
+        #: pipelined runs or stragglers, whose bookkeeping its comparison of states ignores
+        self.recurrence = (
+            Recurrence(self)
+            if fast_forward and self.pipe is None and slowed is None and n >= MIN_OPS
+            else None
+        )
 
     def result(self) -> SimResult:
         c = self.c
@@ -331,6 +340,8 @@ class Run:
             )  # fmt: skip
             nxt = min(nxt, float(self.a_tt.min()))
         self.completion = self._at(nxt, None, self._on_complete, COMPLETE)
+        if self.recurrence is not None:
+            self.recurrence.observe()
 
     def _solve(self, uv: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m_ptr, _m_row, m_use, m_cap, m_car, _group = self.merged

@@ -291,7 +291,8 @@ class CompiledSchedule:
             return Run(self, proto, bytes_per_count, get_solver(solver), in_order, slowed).result()
         quotient = None if exact or solver != "maxmin" else self.quotient(proto)
         runs_on: CompiledSchedule | Quotient = self if quotient is None else quotient
-        return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes).result()
+        return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes,
+                   fast_forward=not exact).result()  # fmt: skip
 
 
 def compile_schedule(
