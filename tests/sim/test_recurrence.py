@@ -167,10 +167,12 @@ def test_pipelined_straggling_and_small_runs_step_every_event(monkeypatch):
     assert Run(compiled, p, 4.0, maxmin, 1e30, slowed, fast_forward=True).recurrence is None
 
 
-def test_a_run_without_a_steady_state_stops_looking(monkeypatch):
-    """After _MAX_MISSES observations without a skip the run stops paying for signatures."""
+@pytest.mark.parametrize("limit", ["_MAX_MISSES", "_MAX_FAILED_ARMS"])
+def test_a_run_without_a_steady_state_stops_looking(monkeypatch, limit):
+    """After _MAX_MISSES observations without a skip, or _MAX_FAILED_ARMS moves armed and not
+    confirmed, the run stops paying for signatures (and for arming, which reads every op)."""
     monkeypatch.setattr(sim_run, "MIN_OPS", 0)
-    monkeypatch.setattr("scaleup.sim.recurrence._MAX_MISSES", 3)
+    monkeypatch.setattr(f"scaleup.sim.recurrence.{limit}", 3 if limit == "_MAX_MISSES" else 0)
     q = _quotient("ualink-pod:n=64", "all_gather")
     plain, fast, fast_run = _both(q)
     assert not fast_run.recurrence.enabled

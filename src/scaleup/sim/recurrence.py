@@ -55,6 +55,9 @@ _MAX_QUEUE = 512
 #: looking: one whose state never recurs pays ~15 us for each of that many resolves, no more;
 #: a ring of 1,024 ranks on ualink-pod skips after ~600 (a period to repeat, one to confirm)
 _MAX_MISSES = 1024
+#: Moves armed and not confirmed after which a run stops looking (arming reads every op's
+#: dependency count: a run whose repeats never confirm would pay that at every one)
+_MAX_FAILED_ARMS = 16
 #: Tolerances when two states' floats are compared: rounding of sums in another order only
 _RTOL = 1e-9
 _ATOL_BYTES = 1e-3
@@ -101,6 +104,7 @@ class Recurrence:
         self.jumps = 0
         self.not_before = -np.inf  # no arming before this time (after a failed confirmation)
         self.misses = 0  # observations since the start or the last skip
+        self.arms = 0  # moves armed (each confirmed one is a skip)
         self._alike: dict[int, np.ndarray] = {}
         self._fingerprint: tuple[np.ndarray, ...] | None = None
 
@@ -142,6 +146,9 @@ class Recurrence:
             and state.now >= self.not_before
             and _alike_states(prev, state)
         ):
+            if self.arms - self.jumps >= _MAX_FAILED_ARMS:
+                self.enabled = False  # each arm reads every op: not without end
+                return
             self._arm(key, state, state.base - prev.base, state.now - prev.now)
 
     def _signature(self) -> tuple[tuple[bytes, ...], _State] | None:
@@ -176,6 +183,7 @@ class Recurrence:
     # ---- arming and confirming -----------------------------------------------------------
     def _arm(self, key: tuple[bytes, ...], state: _State, shift: int, delta: float) -> None:
         run = self.run
+        self.arms += 1
         partial, left = self._partial()
         self.armed = _Armed(key, state, shift, delta, run.con_bytes.copy(), run.con_busy.copy(),
                             partial, left)  # fmt: skip
