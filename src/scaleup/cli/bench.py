@@ -195,7 +195,10 @@ _OPTIONS: dict[str, Any] = {
         "its time alone, together and the slowdown (docs/jobs.md).",
     ),
     "exact": typer.Option(
-        False, "--exact", help="Simulate every flow (no symmetry classes): the reference mode."
+        False,
+        "--exact",
+        help="Simulate every flow and event (no symmetry classes, no periods skipped): the "
+        "reference mode.",
     ),
 }
 
