@@ -47,9 +47,10 @@ __all__ = ["MIN_OPS", "Recurrence"]
 
 #: Runs with fewer ops step every event (nothing to gain; the tests of small runs stay exact)
 MIN_OPS = 4096
-#: States with more transfers in flight or events queued are not compared (a signature costs
-#: their size; wide steady states are rare and their resolves dominate anyway)
-_MAX_ACTIVE = 4096
+#: States with more transfers in flight or events queued are not compared: a signature costs
+#: their size, in time and in the table (at most _MAX_MISSES signatures of ~24 bytes per
+#: transfer: 25 MB at this cap; the 1,024-rank ring has ~35 in flight)
+_MAX_ACTIVE = 1024
 _MAX_QUEUE = 512
 #: Observations without a skip (since the start, or the last skip) after which a run stops
 #: looking: one whose state never recurs pays ~15 us for each of that many resolves, no more;
