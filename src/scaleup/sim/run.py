@@ -56,7 +56,8 @@ class Slowed(NamedTuple):
 
 
 class Run:
-    """One simulation: the event handlers over the compiled arrays."""
+    """One simulation: the event handlers over the compiled arrays. ``fast_forward``: skip whole
+    periods of a steady state (:mod:`scaleup.sim.recurrence`; never under ``exact``)."""
 
     def __init__(
         self,

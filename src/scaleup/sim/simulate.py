@@ -261,9 +261,10 @@ class CompiledSchedule:
     ) -> SimResult:
         """Time the schedule with ``protocol_name``, every op's count multiplied by ``scale``.
 
-        ``exact``: simulate every flow, even where the schedule is invariant under a rank shift
-        (by default such a schedule runs as flow classes, :mod:`scaleup.sim.symmetry`; the
-        results agree up to floating-point rounding).
+        ``exact``: simulate every flow and every event, even where the schedule is invariant
+        under a rank shift (by default such a schedule runs as flow classes,
+        :mod:`scaleup.sim.symmetry`, and whole periods of a steady state are skipped,
+        :mod:`scaleup.sim.recurrence`; the results agree up to floating-point rounding).
 
         ``step_bytes``: pipeline the connections in steps of that many bytes (NCCL's slot size;
         :mod:`scaleup.sim.pipeline`): a fabric op may start once the fabric op it depends on has
