@@ -4,7 +4,8 @@ The pattern builds one lane per chunk (channel 0, or 0 and 1 without the mirror)
 head (every head where the fabric follows no rotation), and runs the flow-class quotient over
 the head rotation, the channel copies and the mirror, those the fabric follows; the issue allows
 0.5 % against the exact per-flow run, and the two agree to rounding. Heads that are no residue
-class, or one server, give no pattern.
+class (NCCL's 32 heads of an NVL72 rack) keep every head as a representative; one server gives
+no pattern.
 """
 
 from __future__ import annotations
@@ -33,27 +34,31 @@ def _spec_params(topology, channels: int, chunks: int, **override):
 
 
 @pytest.mark.parametrize(
-    ("topology", "channels", "chunks", "moves"),
+    ("topology", "channels", "chunks", "moves", "heads"),
     [
-        ("4xdgx-h100", 16, 4, 3),  # rotation, copies, mirror
-        ("3xdgx-h100", 16, 2, 2),  # odd servers: tree 1 is tree 0 shifted, no involution
-        ("4xdgx-h100", 1, 2, 1),  # one channel: the rotation alone
-        ("5xdgx-h100", 3, 2, 2),  # odd channels: copies within a tree parity
-        ("4xdgx-h100:nics=4", 16, 2, 3),  # heads 0, 2, 4, 6: rotation by two
-        # 72 rails in pods of 24: no rotation by one GPU maps the pods, by 24 does
-        ("2xgb200-nvl72:rail_optimized=true", 4, 1, 3),
+        ("4xdgx-h100", 16, 4, 3, None),  # rotation, copies, mirror
+        ("3xdgx-h100", 16, 2, 2, None),  # odd servers: tree 1 is tree 0 shifted, no involution
+        ("4xdgx-h100", 1, 2, 1, None),  # one channel: the rotation alone
+        ("5xdgx-h100", 3, 2, 2, None),  # odd channels: copies within a tree parity
+        ("4xdgx-h100:nics=4", 16, 2, 3, None),  # heads 0, 2, 4, 6: rotation by two
+        # 72 heads (more than NCCL's 32) on 72 rails in pods of 24: no rotation by one GPU maps
+        # the pods, by 24 does
+        ("2xgb200-nvl72:rail_optimized=true", 4, 1, 3, tuple(range(72))),
+        # NCCL's 32 heads of 72: no rotation, every head a representative
+        ("2xgb200-nvl72:rail_optimized=true", 4, 1, 2, None),
     ],
 )
-def test_pattern_times_nvls_tree_as_the_whole_table(topology, channels, chunks, moves):
+def test_pattern_times_nvls_tree_as_the_whole_table(topology, channels, chunks, moves, heads):
     topo = resolve_topology(topology)
-    spec, params = _spec_params(topo, channels, chunks)
+    spec, params = _spec_params(topo, channels, chunks, **({"heads": heads} if heads else {}))
     pattern = NvlsTreePattern.of(spec, params, topo)
     assert pattern is not None
     assert len(pattern.moves) == moves
     whole = compile_schedule(build_schedule("nvls_tree", spec, **params), topo)
     assert pattern.n_ops_full == whole.n_ops
     assert pattern.n_operands_full == operands(whole.schedule)
-    orbit = 3 if "rail" in topology else len(params["heads"])  # heads one representative has
+    # heads one representative stands for: the pods' three, NCCL's 32 none, else every head
+    orbit = (3 if heads else 1) if "rail" in topology else len(params["heads"])
     assert pattern.schedule.n_ops * orbit <= whole.n_ops // max(channels // 2, 1)
     for scale in (0.0, 1e-3, 1.0):
         for step in (None, 524288.0):
@@ -65,10 +70,27 @@ def test_pattern_times_nvls_tree_as_the_whole_table(topology, channels, chunks, 
         )
 
 
+def test_heads_that_are_no_residue_class_are_every_one_a_representative():
+    """Heads 0, 1, 2, 4 of 8 (as NCCL's 32 of an NVL72 rack's 72: no rotation permutes them):
+    every head is built, the copies and the mirror still join lanes, and the time is the whole
+    table's."""
+    four = resolve_topology("4xdgx-h100")
+    spec, params = _spec_params(four, 16, 2, heads=(0, 1, 2, 4))
+    pattern = NvlsTreePattern.of(spec, params, four)
+    assert pattern is not None
+    assert len(pattern.moves) == 2  # copies and mirror, no rotation
+    whole = compile_schedule(build_schedule("nvls_tree", spec, **params), four)
+    assert pattern.n_ops_full == whole.n_ops
+    assert pattern.schedule.n_ops * 16 == whole.n_ops  # every head, one channel of 16
+    for scale in (0.0, 1e-3, 1.0):
+        for step in (None, 524288.0):
+            fast = pattern.run("simple", scale=scale, step_bytes=step)
+            exact = whole.run("simple", scale=scale, step_bytes=step, exact=True)
+            assert fast.time_s == pytest.approx(exact.time_s, rel=RTOL)
+
+
 def test_no_pattern_where_the_construction_does_not_give_one():
     four = resolve_topology("4xdgx-h100")
-    spec, params = _spec_params(four, 16, 2, heads=(0, 1, 3))  # no residue class
-    assert NvlsTreePattern.of(spec, params, four) is None
     one = resolve_topology("dgx-h100")
     spec, params = _spec_params(one, 16, 2)  # one server: no tree
     assert NvlsTreePattern.of(spec, params, one) is None

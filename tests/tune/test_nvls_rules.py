@@ -143,3 +143,51 @@ def test_nvls_tree_beats_the_cut_bound_of_every_algorithm_without_in_network_red
     # and the best algorithm without in-network reduction stays under the bound
     [flat] = session.sweep(TWO, BenchRequest(sizes_bytes=(8 * GIB,), algorithm="hierarchical"))
     assert 8 * GIB / flat.time_s * 2 * 15 / 16 / 1e9 < bound
+
+
+NVL72 = resolve_topology("gb200-nvl72")
+
+
+def test_nvls_all_gather_and_reduce_scatter_need_at_most_32_ranks_per_domain() -> None:
+    """enqueue.cc lines 2004-2006: NVLS all_gather / reduce_scatter are skipped when localRanks
+    > NCCL_MAX_NVLS_ARITY (32); all_reduce keeps NVLS (its graph has 32 heads). An NVL72 rack is
+    one NVLink domain (one NCCL node), so its 72 ranks lose NVLS all_gather, and 32 of them keep
+    it; the 72 MI455X of helios-72 (no NCCL: the cap is NCCL's kernels') keep it."""
+    for op in ("all_gather", "reduce_scatter"):
+        assert "nvls" not in enabled_algorithms(NVL72, op)
+        assert "nvls" in enabled_algorithms(NVL72, op, ranks=range(32))
+        assert "nvls" not in enabled_algorithms(NVL72, op, ranks=range(33))
+        with pytest.raises(UsageError, match="at most 32 ranks per NVLink domain, not 72"):
+            candidates(NVL72, op, algo="nvls")
+    assert "nvls" in enabled_algorithms(NVL72, "all_reduce")
+    assert "nvls" in enabled_algorithms(resolve_topology("helios-72"), "all_gather")
+
+
+def test_nvls_all_reduce_on_72_ranks_has_32_heads() -> None:
+    """search.cc lines 1125-1128: the NVLS graph has min(32, ngpus) channels, GPU c heading
+    channel c; the builder's slices are owned by ranks 0..31 only (the others scatter and
+    gather). Worked by hand: a head's links carry S (1 + 1/32) each way, a rank of a 72-head
+    schedule S (1 + 1/72), so the 32-head all_reduce is slower by (1 + 1/32) / (1 + 1/72) =
+    1.0170 on a bandwidth-bound size (the 25 us NVLS latency is ~0.3% of 4 GiB's ~8 ms)."""
+    from scaleup.collectives.algorithms import build_schedule
+    from scaleup.collectives.spec import CollectiveSpec
+    from scaleup.sim.simulate import simulate
+    from scaleup.tune.channel_search import nvls_heads
+    from scaleup.tune.channels import GroupShape
+
+    plan = nvls_heads(NVL72)
+    assert [ch.segments[0].ranks[0] for ch in plan.channels] == list(range(32))
+    assert GroupShape.of(NVL72).params("nvls", 24) == {"heads": 32}
+    assert GroupShape.of(DGX).params("nvls", 16) == {}
+    assert GroupShape.of(resolve_topology("helios-72")).params("nvls", 16) == {}
+    spec = CollectiveSpec("all_reduce", 72, GIB)  # 4 GiB of float32
+    heads32 = build_schedule("nvls", spec, channels=2, heads=32)
+    every = build_schedule("nvls", spec, channels=2)
+    assert set(heads32.table.rank.tolist()) == set(range(32))
+    assert set(every.table.rank.tolist()) == set(range(72))
+    ratio = simulate(heads32, NVL72).time_s / simulate(every, NVL72).time_s
+    assert ratio == pytest.approx((1 + 1 / 32) / (1 + 1 / 72), rel=0.005)
+    with pytest.raises(UsageError, match="heads"):
+        build_schedule("nvls", CollectiveSpec("all_gather", 72, GIB), heads=32)
+    with pytest.raises(UsageError, match="heads"):
+        build_schedule("nvls", spec, heads=73)

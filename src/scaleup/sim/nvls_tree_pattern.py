@@ -22,17 +22,18 @@ So one lane per chunk (channel 0, or channels 0 and 1 without the mirror) with t
 stands for all: ``chunks x (1 or 2)`` slices are built, with their chunk chains, and the
 multiplicity of each is the number of slices its orbit holds. Only the moves the fabric follows
 are used: where no head rotation maps it onto itself (a rack of 72 NICs filling leaves of 32
-ports down in rank order, so that racks straddle leaves; a degraded NIC link) every head is a
-representative (where a rotation by a multiple of the heads' step does, as pods of 24 rails
-do, one head of each of its orbits), and where the mirror does not, both trees are built; the
-channel copies (ranks fixed) always hold. On ``8xgb200-nvl72`` that is 72 heads x 2 trees of
-32 x 72 slices, where the table pattern's symmetry search over the whole table took half a
-minute. The checks that make the result the exact run's are
+ports down in rank order, so that racks straddle leaves; a degraded NIC link), or where the
+heads are no residue class (NCCL's 32 heads of an NVL72 rack's 72 GPUs, ranks 0..31), every
+head is a representative (where a rotation by a multiple of the heads' step does, as pods of
+24 rails do, one head of each of its orbits), and where the mirror does not, both trees are
+built; the channel copies (ranks fixed) always hold. On ``8xgb200-nvl72`` that is 32 heads x 2
+trees of 32 x 32 slices, where the table pattern's symmetry search over the whole table took
+half a minute. The checks that make the result the exact run's are
 :class:`~scaleup.sim.pattern.Pattern`'s: every move maps the fabric onto itself (device types,
 capacities, latencies), every representative's route moved by every move is the simulator's
 route between the moved ranks (point to point and in-switch), constraint orbits close and
-thread blocks of one orbit have one capacity. Anything else (heads that are no residue class,
-unequal slices, one server, nothing that moves) returns None and the caller takes the table
+thread blocks of one orbit have one capacity. Anything else (unequal slices, one server,
+nothing that moves) returns None and the caller takes the table
 pattern or the whole table. A connection's ops are one template op over the chunks of its
 lane, so the representatives' own pipelining structure is the quotient's.
 ``scaleup bench --exact`` never takes this path; tests/sim/test_nvls_tree_pattern.py compares.
@@ -77,10 +78,10 @@ class NvlsTreePattern(Pattern):
         params = prepare_params("nvls_tree", spec, params)
         n, g, heads = spec.nranks, params["ranks_per_node"], tuple(params["heads"])
         m, k, chunks, h = n // g, params["channels"], params["chunks"], len(heads)
-        step = _head_step(heads, g)
+        step = _head_step(heads, g)  # None: no rotation permutes the heads
         lanes = k * chunks
-        if m < 2 or step is None or spec.count % lanes or (spec.count // lanes) % h:
-            return None  # one server, heads no residue class, or slices of unequal sizes
+        if m < 2 or spec.count % lanes or (spec.count // lanes) % h:
+            return None  # one server, or slices of unequal sizes
         size = spec.count // lanes // h  # every slice's elements
         if size < 1:
             return None
@@ -89,12 +90,13 @@ class NvlsTreePattern(Pattern):
         if not (phi is not None and k % 2 == 0 and bool((phi[phi] == np.arange(m)).all())):
             phi = None  # no mirror joins the trees
         net = Network(topology) if network is None else network
-        found = _moves(net, topology, g, m, k, step, phi)
+        found = _moves(net, topology, g, m, k, step or g, phi)
         if found is None:
             return None
         rotation, mirror, moves = found
         built = 1 if mirror or k == 1 else 2  # channels built: the trees the moves do not join
-        kept = sorted(heads)[: rotation // step]  # one head of each orbit of the rotation
+        # one head of each orbit of the rotation; every head where none permutes them
+        kept = sorted(heads)[: rotation // step] if step else sorted(heads)
         reps = build_schedule(
             "nvls_tree", CollectiveSpec("all_reduce", n, chunks * built * size * len(kept)),
             channels=built, chunks=chunks, ranks_per_node=g, heads=tuple(kept),

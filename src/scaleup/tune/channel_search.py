@@ -57,6 +57,7 @@ __all__ = [
     "double_binary_tree",
     "link_loads",
     "nvls_heads",
+    "NCCL_MAX_NVLS_ARITY",
     "search_rings",
     "search_trees",
 ]
@@ -67,6 +68,11 @@ MAX_CHANNELS = 32
 #: Depth-first expansions allowed per server shape and speed: bounds the search's cost on
 #: graphs where the upper bound cannot be reached (NCCL bounds its search by time instead).
 SEARCH_BUDGET = 10_000
+#: Most NVLS heads (channels of NCCL's NVLS graph) on one NVLink domain: ``NCCL_MAX_NVLS_ARITY``
+#: (NVIDIA/nccl ``src/include/device.h`` line 213; ``src/graph/search.cc`` lines 1125-1128 cap
+#: the graph's channels at it, and ``src/enqueue.cc`` lines 2004-2006 disable NVLS all_gather
+#: and reduce_scatter on domains of more ranks).
+NCCL_MAX_NVLS_ARITY = 32
 
 
 # -- the search --------------------------------------------------------------------------------
@@ -108,9 +114,11 @@ def nvls_heads(
     topology: Topology, ranks: Sequence[int] | None = None, *, wiring: Wiring | None = None
 ) -> ChannelPlan:
     """NVLS heads: on one server every rank heads one channel (its slice of the in-switch
-    reduction; the channel's bandwidth is the rank's port bandwidth over the heads); across
-    servers one head per NIC, the rank nearest it, which also carries the tree across servers
-    (NVLS-Tree) at its NIC's bandwidth. Whether NVLS applies at all is the tuner's rule."""
+    reduction; the channel's bandwidth is the rank's port bandwidth over the heads), up to
+    :data:`NCCL_MAX_NVLS_ARITY` heads (ranks 0..31: search.cc gives channel ``c`` to GPU ``c``,
+    lines 858-860); across servers one head per NIC, the rank nearest it, which also carries the
+    tree across servers (NVLS-Tree) at its NIC's bandwidth, likewise at most 32 (an NVL72 rack's
+    NVLS-Tree drives 32 of its 72 NICs). Whether NVLS applies at all is the tuner's rule."""
     chosen = _ranks(topology, ranks)
     wiring = _wired(topology, wiring)
     servers = wiring.layout(chosen)
@@ -118,8 +126,11 @@ def nvls_heads(
     if len(servers) == 1:
         srv = servers[0]
         graph = _graph(topology, srv, incident)
-        bw = min(graph.port_capacity(i) for i in range(graph.n)) / graph.n
-        singles = tuple(Channel(i, (Segment(srv.node, (r,)),), bw) for i, r in enumerate(srv.comm))
+        count = min(graph.n, NCCL_MAX_NVLS_ARITY)
+        bw = min(graph.port_capacity(i) for i in range(graph.n)) / count
+        singles = tuple(
+            Channel(i, (Segment(srv.node, (r,)),), bw) for i, r in enumerate(srv.comm[:count])
+        )
         return ChannelPlan("nvls", chosen, singles, node_trees=((-1,), (-1,)))
     heads: list[list[tuple[str, int, float]]] = []
     graphs: dict[int, NodeGraph] = {}  # identical servers share one graph
@@ -135,7 +146,7 @@ def nvls_heads(
                 here = srv.devices[graph.local[nic]]  # the graph may be another server's
                 own[nic] = (here, srv.comm[i], min(graph.capacity[a] / f for a, f in load))
         heads.append(list(own.values()))
-    count = min(len(h) for h in heads)
+    count = min(min(len(h) for h in heads), NCCL_MAX_NVLS_ARITY)
     bw = min(speed for h in heads for _, _, speed in h[:count])
     channels = tuple(
         Channel(

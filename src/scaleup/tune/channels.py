@@ -41,7 +41,12 @@ from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.topology.torus import TorusTopology
 from scaleup.tune.channel_plan import ChannelPlan
-from scaleup.tune.channel_search import Wiring, search_rings, search_trees
+from scaleup.tune.channel_search import (
+    NCCL_MAX_NVLS_ARITY,
+    Wiring,
+    search_rings,
+    search_trees,
+)
 from scaleup.tune.rccl_trees import defined_trees
 
 __all__ = [
@@ -140,6 +145,9 @@ class GroupShape:
     #: the group spans more than one server (NCCL's nNodes > 1: its p2p channel bases)
     multi_node: bool = False
     defined: tuple[tuple[int, ...], ...] | None = None
+    #: the NVLS all_reduce's heads where NCCL has fewer than the ranks (one NVIDIA NVLink domain
+    #: of more than :data:`~scaleup.tune.channel_search.NCCL_MAX_NVLS_ARITY` ranks), else 0
+    nvls_heads: int = 0
 
     @classmethod
     def of(
@@ -167,7 +175,8 @@ class GroupShape:
         local = _searched(search_rings, topology, group[:g], wiring) if whole else None
         counts = channel_counts(topology, ranks, plan=rings or ChannelPlan("ring", group, ()))
         torus = torus_group(topology, ranks)
-        return cls(len(group), g, rings, trees, local, counts, torus, multi, defined)
+        heads = _nvls_head_count(topology, ranks, len(group), multi)
+        return cls(len(group), g, rings, trees, local, counts, torus, multi, defined, heads)
 
     def params(self, algorithm: str, channels: int = 1) -> dict[str, Any]:
         """Builder parameters of ``algorithm`` with ``channels`` lanes on this group (besides
@@ -196,7 +205,23 @@ class GroupShape:
             return {"p2p_base": "group" if self.multi_node else "round"}
         if algorithm == "torus" and self.torus_dims is not None:
             return {"dims": list(self.torus_dims)}
+        if algorithm == "nvls" and self.nvls_heads:
+            return {"heads": self.nvls_heads}
         return {}
+
+
+def _nvls_head_count(
+    topology: Topology, ranks: Sequence[int] | None, nranks: int, multi: bool
+) -> int:
+    """:attr:`GroupShape.nvls_heads`: NCCL's cap on one NVLink domain of NVIDIA parts (the
+    in-switch reduction of a part with no vendor library keeps a head per rank: no library is
+    known to cap it)."""
+    if multi or nranks <= NCCL_MAX_NVLS_ARITY:
+        return 0
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    nvidia = all(str(hardware.accelerator(a.type).vendor) == "nvidia" for a in chosen)
+    return NCCL_MAX_NVLS_ARITY if nvidia else 0
 
 
 def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:

@@ -27,7 +27,7 @@ from scaleup.collectives.spec import DTYPES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
 from scaleup.tune.channel_plan import ChannelPlan
-from scaleup.tune.channel_search import nvls_heads
+from scaleup.tune.channel_search import NCCL_MAX_NVLS_ARITY, nvls_heads
 
 __all__ = [
     "MIN_NVLS_CHANNELS",
@@ -81,12 +81,21 @@ def nvls_disabled(
     channels: int | None = None,
     multi_node: bool = False,
     family: str = "nccl",
+    domain_ranks: int = 0,
 ) -> str | None:
     """Why NCCL would not run ``algorithm`` (``nvls`` or ``nvls_tree``) here, or None.
 
     The switch's own limits (dtype and reduction) hold for every family; which collectives have
     NVLS kernels, the channel floor and the multi-node rules are NCCL's, so ``family="all"``
-    keeps our other NVLS schedules (broadcast, reduce) and channel counts.
+    keeps our other NVLS schedules (broadcast, reduce) and channel counts. ``domain_ranks``: the
+    most ranks of the group on one NVLink domain of NVIDIA parts (NCCL's ``localRanks``; 0 where
+    the parts are not NVIDIA's): NVLS all_gather and reduce_scatter need at most
+    ``NCCL_MAX_NVLS_ARITY`` = 32 there (enqueue.cc lines 2004-2006).
+
+    >>> nvls_disabled("nvls", "all_gather", domain_ranks=72)[:42]
+    'NCCL runs nvls all_gather on at most 32 ra'
+    >>> nvls_disabled("nvls", "all_reduce", domain_ranks=72) is None
+    True
     """
     if algorithm not in NVLS_ALGORITHMS:
         return None
@@ -96,6 +105,11 @@ def nvls_disabled(
         return None
     if collective not in NVLS_COLLECTIVES[algorithm]:
         return f"NCCL has no {algorithm} kernel for {collective} (src/device/generate.py)"
+    if collective != "all_reduce" and domain_ranks > NCCL_MAX_NVLS_ARITY:
+        return (
+            f"NCCL runs {algorithm} {collective} on at most {NCCL_MAX_NVLS_ARITY} ranks per "
+            f"NVLink domain, not {domain_ranks} (enqueue.cc, NCCL_MAX_NVLS_ARITY)"
+        )
     if channels is not None and channels < MIN_NVLS_CHANNELS:
         return f"{algorithm} needs at least {MIN_NVLS_CHANNELS} channels (NCCL tuning.cc)"
     if algorithm == "nvls" and multi_node:

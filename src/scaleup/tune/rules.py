@@ -35,6 +35,7 @@ search's (:mod:`scaleup.tune.search`).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -164,12 +165,13 @@ def enabled_algorithms(
     """
     check_family(family)
     multi_node = len(set(analysis.rank_nodes(topology, ranks))) > 1
+    domain = nvidia_domain_ranks(topology, ranks)
     out = []
     for name in algorithms_for(collective):
         if not _fabric_allows(topology, name, ranks, multi_node):
             continue
         why = nvls_disabled(name, collective, dtype=dtype, redop=redop, multi_node=multi_node,
-                            family=family)  # fmt: skip
+                            family=family, domain_ranks=domain)  # fmt: skip
         if why is None:
             out.append(name)
     if family == "all":
@@ -195,6 +197,16 @@ def _fabric_allows(
     if name == "torus":  # dims= the fabric's grid: the whole torus, in rank order
         return torus_group(topology, ranks) is not None
     return True
+
+
+def nvidia_domain_ranks(topology: Topology, ranks: Sequence[int] | None = None) -> int:
+    """The most ranks of the group on one server (NCCL's ``localRanks``: an NVL72 rack is one)
+    where every part is NVIDIA's, else 0 (:func:`~scaleup.tune.nvls.nvls_disabled`)."""
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    if not all(str(hardware.accelerator(a.type).vendor) == "nvidia" for a in chosen):
+        return 0
+    return max(Counter(analysis.rank_nodes(topology, ranks)).values(), default=0)
 
 
 def _vendor_library_free(topology: Topology, ranks: Sequence[int] | None) -> bool:
@@ -268,9 +280,15 @@ def _runnable(
 ) -> list[Candidate]:
     """``cands`` less those the NVLS rules disable; a UsageError when that leaves none."""
     multi_node = len(set(analysis.rank_nodes(topology, ranks))) > 1
+    domain = nvidia_domain_ranks(topology, ranks)
     why = {
         c: nvls_disabled(
-            c.algorithm, collective, channels=c.channels, multi_node=multi_node, **rule
+            c.algorithm,
+            collective,
+            channels=c.channels,
+            multi_node=multi_node,
+            domain_ranks=domain,
+            **rule,
         )  # fmt: skip
         for c in cands
     }

@@ -10,7 +10,11 @@ chunk index, channel tag = channel)::
                                  -> multicast to all 4        -> multicast to all 4
 
 all_reduce: slice r of every lane: sources = every rank's input, destinations = every rank's
-output (each rank sends and receives ``count`` elements in all). reduce_scatter: block r from
+output (each rank sends and receives ``count`` elements in all). ``heads`` (all_reduce only;
+default 0: every rank) lets only ranks ``0 .. heads-1`` own slices, as NCCL's NVLS graph has
+at most ``NCCL_MAX_NVLS_ARITY`` = 32 heads (``src/graph/search.cc`` lines 1125-1128, channel
+``c`` headed by GPU ``c``; the other ranks only scatter and gather, ``src/device/all_reduce.h``
+line 451: ``nvls->headRank != -1``). reduce_scatter: block r from
 every rank, written to rank r only. all_gather: one source (rank r's input), n destinations (pure
 multicast). broadcast and reduce: one multicast from the root / one reduction into the root.
 """
@@ -24,18 +28,28 @@ import numpy as np
 from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, op_table, split
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
+from scaleup.errors import UsageError
 
 __all__ = ["BUILDERS", "PARAMS", "normalise"]
 
-PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1}
+PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "heads": 0}
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels`` and ``chunks``."""
+    """Validate ``channels``, ``chunks`` and ``heads`` (0 or 1..nranks; fewer heads than ranks
+    only for all_reduce, the one collective whose NVLS kernel has non-head ranks)."""
+    heads = check_int("heads", params.get("heads", 0), minimum=0)
+    if heads > spec.nranks or (heads not in (0, spec.nranks) and spec.collective != "all_reduce"):
+        raise UsageError(
+            f"parameter heads must be 0 or 1..{spec.nranks} (fewer than the ranks only for "
+            f"all_reduce), got {heads} for {spec.collective}",
+            source="heads",
+        )
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
         "chunks": check_int("chunks", params.get("chunks", 1)),
+        "heads": heads,
     }
 
 
@@ -89,8 +103,8 @@ def _schedule(
 
 
 def _slices(spec: CollectiveSpec, params: dict[str, Any], total: int) -> tuple[np.ndarray, ...]:
-    """Per (lane, rank) slice of ``total`` elements: (owner, offset, size, channel, step)."""
-    n = spec.nranks
+    """Per (lane, head) slice of ``total`` elements: (owner, offset, size, channel, step)."""
+    n = int(params.get("heads") or spec.nranks)
     channel, chunk = _lanes(params)
     reg_off, reg_size = split(total, len(channel))
     rel = np.array([split(int(s), n)[0] for s in reg_size])
