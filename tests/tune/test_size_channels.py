@@ -58,3 +58,19 @@ def test_the_tuner_reports_the_trimmed_count_and_a_pin_stands() -> None:
     pinned = BenchRequest(sizes_bytes=(8,), algorithm="ring", protocol="ll", channels=8)
     (kept,) = TuneSession().sweep(topo, pinned)
     assert kept.channels == 8
+
+
+def test_nvls_tree_channels_follow_ncclnvlstreesm100tuning() -> None:
+    """nvls.cc lines 164-199, worked by hand: two NVL72 racks of 400G NDR NICs (48 GB/s and
+    more, two nodes) run NVLS-Tree on 32 channels, four racks on 24; NCCL's own model reads the
+    same count (``ModelInputs.nvls_channels``)."""
+    from scaleup.tune.nccl_inputs import model_inputs, nvls_channels
+
+    session = TuneSession()
+    for racks, expected in ((2, 32), (4, 24)):
+        topo = resolve_topology(f"{racks}xgb200-nvl72")
+        [choice] = session.sweep(topo, BenchRequest(sizes_bytes=(1 << 30,)))
+        assert (choice.algorithm, choice.channels) == ("nvls_tree", expected)
+        inputs = model_inputs(topo)
+        assert inputs is not None
+        assert nvls_channels(inputs, "nvls_tree") == expected

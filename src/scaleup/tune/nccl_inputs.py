@@ -57,6 +57,7 @@ from scaleup.tune.channel_search import nvls_heads
 from scaleup.tune.channels import GroupShape
 from scaleup.tune.nccl_model import ARCH_INDEX, Graph, ModelInputs
 from scaleup.tune.rccl_inputs import rccl_model_inputs
+from scaleup.tune.size_channels import nvls_channel_count
 
 __all__ = [
     "MAXCHANNELS",
@@ -294,12 +295,15 @@ def model_inputs(
         nvls = _nvls_graph(topology, ranks, multi, compcap, search)
         if nvls is not None:
             graphs["nvls" if not multi else "nvls_tree"] = nvls
-    m = ModelInputs(len(chosen), nnodes, arch, graphs)
-    return ModelInputs(len(chosen), nnodes, arch, graphs, comm_channels_for(m))
+    nvls_nc = nvls_channel_count(topology, ranks)
+    m = ModelInputs(len(chosen), nnodes, arch, graphs, nvls_channels=nvls_nc)
+    comm = comm_channels_for(m)
+    return ModelInputs(len(chosen), nnodes, arch, graphs, comm, nvls_channels=nvls_nc)
 
 
 def nvls_channels(inputs: ModelInputs, algo: str = "nvls") -> int:
     """``comm->nvlsChannels`` (see module); NVLS (not NVLS-Tree) across nodes at most
     ``comm->nChannels`` (enqueue.cc lines 2084-2091)."""
-    nc = NVLS_CHANNELS[(100 if inputs.compcap >= 100 else 90, inputs.nnodes > 1)]
+    table = NVLS_CHANNELS[(100 if inputs.compcap >= 100 else 90, inputs.nnodes > 1)]
+    nc = inputs.nvls_channels or table  # the group's (SM100 multi-node tuning), else the table
     return min(nc, inputs.comm_channels) if inputs.nnodes > 1 and algo == "nvls" else nc

@@ -189,6 +189,8 @@ class ModelInputs:
     comm_channels: int = 1
     cpu: str = "other"
     rccl: R.RcclNode | None = None
+    #: ``comm->nvlsChannels`` where the group sets it (0: the architecture's table row)
+    nvls_channels: int = 0
 
     def __post_init__(self) -> None:
         if self.nranks < 1 or self.nnodes < 1 or self.nnodes > self.nranks:

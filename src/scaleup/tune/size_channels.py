@@ -18,8 +18,9 @@ protocol (``NCCL_MAX_NTHREADS`` and ``NCCL_LL128_MAX_NTHREADS``, rccl ``device.h
 NVLS and NVLS-Tree run on ``comm->nvlsChannels`` at every size (enqueue.cc lines 2084-2090),
 set by ``ncclNvlsTuning`` (``src/transport/nvls.cc`` lines 155-157 and 202-238): 16 before
 Blackwell (``NVLS_NCHANNELS_SM90``), 24 on one Blackwell NVLink domain
-(``NVLS_NCHANNELS_SM100_NVL``), 32 across Blackwell nodes (``NVLS_NCHANNELS_SM100``; the
-NVLS-Tree SM100 tuning sets 24 or 32 by NIC bandwidth, and 32 is kept). In-switch reduction on
+(``NVLS_NCHANNELS_SM100_NVL``), across Blackwell nodes ``NVLS_NCHANNELS_SM100`` = 32 as
+``ncclNvlsTreeSm100Tuning`` sets it by node count, GPUs per node and NIC speed (24 on four
+NVL72 racks of 400G NICs: :func:`sm100_multi_node_channels`). In-switch reduction on
 a switch NCCL does not drive (Tomahawk Ultra, UALink) takes the pre-Blackwell default, 16: no
 library figure exists for it. CollNet is left alone, and so are the algorithms NCCL does not
 have. A flag that pins the channel count (``--channels``) is taken as
@@ -31,6 +32,7 @@ ring LL on the 72 GPUs of an NVL72 rack on 1 channel up to 288 KiB.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -40,10 +42,17 @@ from scaleup import hardware
 from scaleup.sim import params as P
 from scaleup.sim.protocols import library_for
 from scaleup.topology import analysis
+from scaleup.topology.elements import NodeKind
 from scaleup.topology.model import Topology
 from scaleup.tune.rules import Candidate
 
-__all__ = ["NVLS_CHANNELS", "THREAD_THRESHOLD", "ChannelTrim"]
+__all__ = [
+    "NVLS_CHANNELS",
+    "THREAD_THRESHOLD",
+    "ChannelTrim",
+    "nvls_channel_count",
+    "sm100_multi_node_channels",
+]
 
 #: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
 THREAD_THRESHOLD: Final = MappingProxyType({"ll": 8, "ll128": 8, "simple": 64})
@@ -78,7 +87,7 @@ class ChannelTrim:
     def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> ChannelTrim:
         """The rule for ``ranks`` of ``topology`` (default: every accelerator)."""
         n = len(topology.accelerators) if ranks is None else len(ranks)
-        nvls = _nvls_channels(topology, ranks)
+        nvls = nvls_channel_count(topology, ranks)
         if library_for(topology, ranks) == "rccl":
             return cls(n, _RCCL_THREADS, _RCCL_THREADS["simple"], nvls)
         nvlink = analysis.nvlink_class(topology, ranks)
@@ -114,13 +123,56 @@ class ChannelTrim:
         return cand if nc == cand.channels else Candidate(cand.algorithm, cand.protocol, nc)
 
 
-def _nvls_channels(topology: Topology, ranks: Sequence[int] | None) -> int:
-    """``comm->nvlsChannels`` of the group (see module): by the accelerators' architecture row
-    and whether the group spans several nodes."""
+def nvls_channel_count(topology: Topology, ranks: Sequence[int] | None = None) -> int:
+    """``comm->nvlsChannels`` of the group (see module): by the accelerators' architecture row,
+    whether the group spans several nodes, and across Blackwell nodes
+    :func:`sm100_multi_node_channels`.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> [nvls_channel_count(resolve_topology(p)) for p in
+    ...  ("dgx-h100", "hgx-b200", "2xgb200-nvl72", "4xgb200-nvl72", "4xhgx-b300:nic=ib-xdr")]
+    [16, 24, 32, 24, 24]
+    """
     accs = topology.accelerators
     chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
     rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
     if rows != {"blackwell"}:
         return NVLS_CHANNELS["default"]
-    multi = len(set(analysis.rank_nodes(topology, ranks))) > 1
-    return NVLS_CHANNELS["blackwell-multi-node" if multi else "blackwell"]
+    nodes = Counter(analysis.rank_nodes(topology, ranks))
+    if len(nodes) == 1:
+        return NVLS_CHANNELS["blackwell"]
+    return sm100_multi_node_channels(len(nodes), min(nodes.values()), _nic_gb_per_s(topology))
+
+
+def sm100_multi_node_channels(nnodes: int, ppn: int, nic_gb_per_s: float) -> int:
+    """``ncclNvlsTreeSm100Tuning``'s channel count across Blackwell nodes (NVIDIA/nccl
+    ``src/transport/nvls.cc`` lines 164-199; ``nicBw`` is ``comm->minNetBw``, a NIC's speed in
+    GB/s): 32 on two nodes of NICs of at least 48 GB/s; with 96 GB/s NICs (ConnectX-8) 24 up to
+    8 GPUs per node and 32 above; with 48 GB/s NICs (400G) 24; slower NICs keep
+    ``NVLS_NCHANNELS_SM100`` = 32.
+
+    >>> [sm100_multi_node_channels(n, p, b) for n, p, b in
+    ...  ((2, 72, 50.0), (4, 72, 50.0), (4, 8, 100.0), (4, 72, 100.0), (4, 8, 25.0))]
+    [32, 24, 24, 32, 32]
+    """
+    if nnodes == 2 and nic_gb_per_s >= 48.0:
+        return 32
+    if nic_gb_per_s >= 96.0:
+        return 24 if ppn <= 8 else 32
+    if nic_gb_per_s >= 48.0:
+        return 24
+    return NVLS_CHANNELS["blackwell-multi-node"]
+
+
+def _nic_gb_per_s(topology: Topology) -> float:
+    """The slowest NIC port into the scale-out fabric, GB/s (NCCL's ``minNetBw``: a NIC's
+    speed; the presets' NICs are alike, so the whole topology's slowest stands for the group's);
+    0 without NICs."""
+    kind = {d.id: d.kind for d in topology.devices}
+    rates = [
+        c.bandwidth_bytes_per_s
+        for c in topology.channels
+        if kind.get(c.src) is NodeKind.NIC and kind.get(c.dst) is NodeKind.SWITCH
+        and hardware.link_tech(c.tech).scope == "scale-out"
+    ]  # fmt: skip
+    return min(rates) / 1e9 if rates else 0.0
