@@ -190,6 +190,22 @@ def test_simulator_flags_are_refused_with_runtime(flag, args):
         (["--tuner", "mine"], "--tuner"),
         (["-b", "1M", "-e", "8"], "-b/-e"),
         (["--runtime", "shm", "-g", "2", "--op", "reduce", "-r", "2"], "-r"),
+        # NCCL skips NVLS all_gather above 32 ranks per node (enqueue.cc): 72 on an NVL72 rack
+        (
+            [
+                "--topology",
+                "gb200-nvl72",
+                "--op",
+                "all_gather",
+                "--algo",
+                "nvls",
+                "-b",
+                "1M",
+                "-e",
+                "1M",
+            ],
+            "--algo",
+        ),  # fmt: skip
     ],
 )
 def test_request_errors_name_the_flag(args, flag):

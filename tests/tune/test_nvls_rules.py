@@ -5,6 +5,8 @@ src/graph/tuning.cc); see scaleup.tune.nvls."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaleup.collectives.spec import DTYPES, REDOPS
 from scaleup.errors import UsageError
@@ -191,3 +193,26 @@ def test_nvls_all_reduce_on_72_ranks_has_32_heads() -> None:
         build_schedule("nvls", CollectiveSpec("all_gather", 72, GIB), heads=32)
     with pytest.raises(UsageError, match="heads"):
         build_schedule("nvls", spec, heads=73)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 40),
+    data=st.data(),
+    channels=st.integers(1, 3),
+    count=st.integers(0, 300),
+    dtype=st.sampled_from(["int32", "float32", "float16", "float64"]),
+)
+def test_nvls_all_reduce_with_fewer_heads_than_ranks_is_correct(n, data, channels, count, dtype):
+    """Any head count 1..n, odd sizes and dtypes: the schedule computes the all_reduce (every
+    element summed once over every rank, delivered to every rank), and only heads issue ops."""
+    from scaleup.collectives.algorithms import build_schedule
+    from scaleup.collectives.spec import CollectiveSpec
+    from scaleup.collectives.verify import verify
+
+    heads = data.draw(st.integers(1, n))
+    schedule = build_schedule(
+        "nvls", CollectiveSpec("all_reduce", n, count), channels=channels, heads=heads
+    )
+    verify(schedule, dtype)
+    assert set(schedule.table.rank.tolist()) <= set(range(heads))
