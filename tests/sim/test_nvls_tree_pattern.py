@@ -133,3 +133,27 @@ def test_fabric_that_breaks_the_rotation_keeps_every_head(make, channels, chunks
             fast = pattern.run("simple", scale=scale, step_bytes=step)
             exact = whole.run("simple", scale=scale, step_bytes=step, exact=True)
             assert fast.time_s == pytest.approx(exact.time_s, rel=RTOL)
+
+
+def test_nvls_tree_pays_nccls_one_nvls_step_for_its_two_in_switch_phases():
+    """tuning.cc lines 424-428: NCCL charges NVLS (all_reduce, all_gather, reduce_scatter) its
+    NVLS hwLat (25 us) once, and NVLS_TREE ``intraLat + 2 log2(nNodes) interLat``: the
+    ld_reduce into the head and the multicast from it share one NVLS step. Worked by hand on two
+    DGX H100 at 8 B: launch 4 us + 25 us + 2 x 20.9 us (NET NVLSTree) is NCCL's 66.8 us plus the
+    launch; the simulator adds only the routes' link latencies (under 1 us)."""
+    from scaleup.sim.simulate import switch_latency_share
+    from scaleup.tune import BenchRequest
+    from scaleup.tune.nccl_inputs import model_inputs
+    from scaleup.tune.nccl_model import algo_time_us
+
+    two = resolve_topology("2xdgx-h100:nic=ib-ndr")
+    spec, params = _spec_params(two, 16, 1)
+    share = switch_latency_share(build_schedule("nvls_tree", spec, **params).table)
+    assert sorted(set(share.tolist())) == [0.5, 1.0]  # the switch ops halve, the NIC ops not
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        one = build_schedule("nvls", CollectiveSpec(op, 8, 64), channels=2)
+        assert set(switch_latency_share(one.table).tolist()) == {1.0}
+    [choice] = TuneSession().sweep(two, BenchRequest(sizes_bytes=(8,), algorithm="nvls_tree"))
+    model_us = algo_time_us(model_inputs(two), "all_reduce", "nvls_tree", "simple", 8)
+    assert model_us == pytest.approx(25 + 2 * 20.9, abs=0.1)
+    assert 0 < choice.time_s * 1e6 - (model_us + 4.0) < 1.0

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from scaleup import hardware
-from scaleup.collectives.schedule import OpKind, Schedule
+from scaleup.collectives.schedule import OpKind, OpTable, Schedule
 from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
 from scaleup.sim import params as P
@@ -108,6 +108,7 @@ class CompiledSchedule:
         #: NVLS-only schedules pay no ring base latency: NCCL's baseLatencies NVLS = 0, its whole
         #: latency is the switch step (P.SWITCH_STEP_LATENCY_S)
         self.nvls_only = bool(fabric.any() and np.all(t.kind[fabric] == int(OpKind.SWITCH_REDUCE)))
+        self.switch_share = switch_latency_share(t)
         self._per_protocol: dict[str, tuple[Any, ...]] = {}
         self._bound_per_count: dict[str, float] = {}
         self._merged_cache: dict[str, tuple[np.ndarray, ...]] = {}
@@ -149,7 +150,7 @@ class CompiledSchedule:
         the topology's library by :func:`~scaleup.sim.protocols.for_topology`)."""
         step = np.array([proto.step_latency_s.get(c, 0.0) for c in LINK_CLASSES])
         step[LINK_CLASSES.index("switch")] = P.SWITCH_STEP_LATENCY_S
-        return step[self.op_class]
+        return step[self.op_class] * self.switch_share
 
     def slowed(self, proto: Protocol, stragglers: Stragglers) -> Slowed:
         """The protocol's system with ``stragglers`` applied (:mod:`scaleup.sim.straggler`):
@@ -294,6 +295,26 @@ class CompiledSchedule:
         runs_on: CompiledSchedule | Quotient = self if quotient is None else quotient
         return Run(runs_on, proto, bytes_per_count, get_solver(solver), step_bytes,
                    fast_forward=not exact).result()  # fmt: skip
+
+
+def switch_latency_share(t: OpTable) -> np.ndarray:
+    """Per op, the share of its step latency it pays: 1, but 1/2 for the in-switch ops of a
+    schedule that splits NVLS's pair into a reduction into one rank and a separate multicast
+    from one rank (NVLS-Tree: ``multimem.ld_reduce`` into the head, the network, then
+    ``multimem.st``). NCCL's NVLS latency (hwLat NVLS 25 us) is one ld_reduce + st pair, and
+    its model charges NVLS_TREE that ``intraLat`` once (tuning.cc lines 427-428: ``intraLat +
+    2 log2(nNodes) interLat``), as it charges NVLS all_reduce, all_gather and reduce_scatter
+    (one switch op each, lines 424-426)."""
+    share = np.ones(t.n_ops)
+    switch = t.kind == int(OpKind.SWITCH_REDUCE)
+    if not switch.any():
+        return share
+    n_src, n_dst = np.diff(t.src_ptr), np.diff(t.dst_ptr)
+    into_one = switch & (n_src > 1) & (n_dst == 1)
+    out_of_one = switch & (n_src == 1) & (n_dst > 1)
+    if into_one.any() and out_of_one.any():
+        share[into_one | out_of_one] = 0.5
+    return share
 
 
 def compile_schedule(

@@ -233,7 +233,7 @@ def _nvls_tree_all_reduce(
     depth = max(_depth(p) for p in dtrees)
     t = Terms(generic.rank_out, generic.rank_in, node, node, tags=ch,
                fabric_bytes=2 * m * s + 2 * (m - 1) * s, chain=2 * depth,
-               switch_chain=2)  # fmt: skip
+               switch_chain=1)  # fmt: skip  # its two in-switch phases share one NVLS step
     t.nvls_out = t.nvls_in = s * _nvls_inflate(fabric)
     return t
 
