@@ -182,6 +182,8 @@ def test_nvls_all_reduce_on_72_ranks_has_32_heads() -> None:
     assert GroupShape.of(NVL72).params("nvls", 24) == {"heads": 32}
     assert GroupShape.of(DGX).params("nvls", 16) == {}
     assert GroupShape.of(resolve_topology("helios-72")).params("nvls", 16) == {}
+    assert len(nvls_heads(resolve_topology("helios-72")).channels) == 72  # NCCL's cap only
+    assert len(nvls_heads(resolve_topology("2xgb200-nvl72")).channels) == 32  # 32 of 72 NICs
     spec = CollectiveSpec("all_reduce", 72, GIB)  # 4 GiB of float32
     heads32 = build_schedule("nvls", spec, channels=2, heads=32)
     every = build_schedule("nvls", spec, channels=2)

@@ -40,6 +40,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scaleup import hardware
 from scaleup.errors import NoRouteError, UsageError
 from scaleup.topology.model import Channel as Arc
 from scaleup.topology.model import NodeKind, Topology
@@ -118,15 +119,18 @@ def nvls_heads(
     :data:`NCCL_MAX_NVLS_ARITY` heads (ranks 0..31: search.cc gives channel ``c`` to GPU ``c``,
     lines 858-860); across servers one head per NIC, the rank nearest it, which also carries the
     tree across servers (NVLS-Tree) at its NIC's bandwidth, likewise at most 32 (an NVL72 rack's
-    NVLS-Tree drives 32 of its 72 NICs). Whether NVLS applies at all is the tuner's rule."""
+    NVLS-Tree drives 32 of its 72 NICs). The cap is NCCL's, so it holds for NVIDIA parts only
+    (as :class:`~scaleup.tune.channels.GroupShape`'s). Whether NVLS applies at all is the
+    tuner's rule."""
     chosen = _ranks(topology, ranks)
+    cap = _nvls_arity(topology, chosen)
     wiring = _wired(topology, wiring)
     servers = wiring.layout(chosen)
     incident = wiring.incident
     if len(servers) == 1:
         srv = servers[0]
         graph = _graph(topology, srv, incident)
-        count = min(graph.n, NCCL_MAX_NVLS_ARITY)
+        count = min(graph.n, cap)
         bw = min(graph.port_capacity(i) for i in range(graph.n)) / count
         singles = tuple(
             Channel(i, (Segment(srv.node, (r,)),), bw) for i, r in enumerate(srv.comm[:count])
@@ -146,7 +150,7 @@ def nvls_heads(
                 here = srv.devices[graph.local[nic]]  # the graph may be another server's
                 own[nic] = (here, srv.comm[i], min(graph.capacity[a] / f for a, f in load))
         heads.append(list(own.values()))
-    count = min(min(len(h) for h in heads), NCCL_MAX_NVLS_ARITY)
+    count = min(min(len(h) for h in heads), cap)
     bw = min(speed for h in heads for _, _, speed in h[:count])
     channels = tuple(
         Channel(
@@ -160,6 +164,14 @@ def nvls_heads(
         for c in range(count)
     )
     return ChannelPlan("nvls", chosen, channels, node_trees=double_binary_tree(len(servers)))
+
+
+def _nvls_arity(topology: Topology, chosen: Sequence[int]) -> int:
+    """The most NVLS heads per server: :data:`NCCL_MAX_NVLS_ARITY` where every part is
+    NVIDIA's (NCCL's limit), else no limit."""
+    accs = topology.accelerators
+    nvidia = all(str(hardware.accelerator(accs[int(r)].type).vendor) == "nvidia" for r in chosen)
+    return NCCL_MAX_NVLS_ARITY if nvidia else len(accs)
 
 
 def link_loads(plan: ChannelPlan, topology: Topology) -> dict[tuple[str, str], float]:
