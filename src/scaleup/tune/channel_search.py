@@ -57,6 +57,7 @@ __all__ = [
     "Segment",
     "double_binary_tree",
     "link_loads",
+    "nvidia_parts",
     "nvls_heads",
     "NCCL_MAX_NVLS_ARITY",
     "search_rings",
@@ -123,7 +124,7 @@ def nvls_heads(
     (as :class:`~scaleup.tune.channels.GroupShape`'s). Whether NVLS applies at all is the
     tuner's rule."""
     chosen = _ranks(topology, ranks)
-    cap = _nvls_arity(topology, chosen)
+    cap = NCCL_MAX_NVLS_ARITY if nvidia_parts(topology, chosen) else len(chosen)
     wiring = _wired(topology, wiring)
     servers = wiring.layout(chosen)
     incident = wiring.incident
@@ -166,12 +167,12 @@ def nvls_heads(
     return ChannelPlan("nvls", chosen, channels, node_trees=double_binary_tree(len(servers)))
 
 
-def _nvls_arity(topology: Topology, chosen: Sequence[int]) -> int:
-    """The most NVLS heads per server: :data:`NCCL_MAX_NVLS_ARITY` where every part is
-    NVIDIA's (NCCL's limit), else no limit."""
+def nvidia_parts(topology: Topology, ranks: Sequence[int] | None = None) -> bool:
+    """Whether every accelerator of the group is NVIDIA's: where NCCL's NVLS limits
+    (:data:`NCCL_MAX_NVLS_ARITY`) hold; an in-switch reduction of other parts keeps none."""
     accs = topology.accelerators
-    nvidia = all(str(hardware.accelerator(accs[int(r)].type).vendor) == "nvidia" for r in chosen)
-    return NCCL_MAX_NVLS_ARITY if nvidia else len(accs)
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    return all(str(hardware.accelerator(a.type).vendor) == "nvidia" for a in chosen)
 
 
 def link_loads(plan: ChannelPlan, topology: Topology) -> dict[tuple[str, str], float]:

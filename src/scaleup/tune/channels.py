@@ -44,6 +44,7 @@ from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import (
     NCCL_MAX_NVLS_ARITY,
     Wiring,
+    nvidia_parts,
     search_rings,
     search_trees,
 )
@@ -216,12 +217,9 @@ def _nvls_head_count(
     """:attr:`GroupShape.nvls_heads`: NCCL's cap on one NVLink domain of NVIDIA parts (the
     in-switch reduction of a part with no vendor library keeps a head per rank: no library is
     known to cap it)."""
-    if multi or nranks <= NCCL_MAX_NVLS_ARITY:
+    if multi or nranks <= NCCL_MAX_NVLS_ARITY or not nvidia_parts(topology, ranks):
         return 0
-    accs = topology.accelerators
-    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-    nvidia = all(str(hardware.accelerator(a.type).vendor) == "nvidia" for a in chosen)
-    return NCCL_MAX_NVLS_ARITY if nvidia else 0
+    return NCCL_MAX_NVLS_ARITY
 
 
 def uses_chains(topology: Topology, ranks: Sequence[int] | None = None) -> bool:

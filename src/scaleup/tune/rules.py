@@ -45,6 +45,7 @@ from scaleup.errors import UsageError
 from scaleup.sim.protocols import LIBRARIES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
+from scaleup.tune.channel_search import nvidia_parts
 from scaleup.tune.channels import channel_counts, torus_channel_counts, torus_group
 from scaleup.tune.nvls import nvls_disabled, server_block
 
@@ -202,9 +203,7 @@ def _fabric_allows(
 def nvidia_domain_ranks(topology: Topology, ranks: Sequence[int] | None = None) -> int:
     """The most ranks of the group on one server (NCCL's ``localRanks``: an NVL72 rack is one)
     where every part is NVIDIA's, else 0 (:func:`~scaleup.tune.nvls.nvls_disabled`)."""
-    accs = topology.accelerators
-    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-    if not all(str(hardware.accelerator(a.type).vendor) == "nvidia" for a in chosen):
+    if not nvidia_parts(topology, ranks):
         return 0
     return max(Counter(analysis.rank_nodes(topology, ranks)).values(), default=0)
 
