@@ -10,11 +10,11 @@ chunk index, channel tag = channel)::
                                  -> multicast to all 4        -> multicast to all 4
 
 all_reduce: slice r of every lane: sources = every rank's input, destinations = every rank's
-output (each rank sends and receives ``count`` elements in all). ``heads`` (all_reduce only;
-default 0: every rank) lets only ranks ``0 .. heads-1`` own slices, as NCCL's NVLS graph has
-at most ``NCCL_MAX_NVLS_ARITY`` = 32 heads (``src/graph/search.cc`` lines 1125-1128, channel
-``c`` headed by GPU ``c``; the other ranks only scatter and gather, ``src/device/all_reduce.h``
-line 451: ``nvls->headRank != -1``). reduce_scatter: block r from
+output (each rank sends and receives ``count`` elements in all). ``heads`` (all_reduce only,
+the others ignore it; default 0: every rank) lets only ranks ``0 .. heads-1`` own slices, as
+NCCL's NVLS graph has at most ``NCCL_MAX_NVLS_ARITY`` = 32 heads (``src/graph/search.cc``
+lines 1125-1128, channel ``c`` headed by GPU ``c``; the other ranks only scatter and gather,
+``src/device/all_reduce.h`` line 451: ``nvls->headRank != -1``). reduce_scatter: block r from
 every rank, written to rank r only. all_gather: one source (rank r's input), n destinations (pure
 multicast). broadcast and reduce: one multicast from the root / one reduction into the root.
 """
@@ -36,15 +36,16 @@ PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "heads": 0}
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``channels``, ``chunks`` and ``heads`` (0 or 1..nranks; fewer heads than ranks
-    only for all_reduce, the one collective whose NVLS kernel has non-head ranks)."""
+    """Validate ``channels``, ``chunks`` and ``heads`` (0 or 1..nranks). Only all_reduce's NVLS
+    kernel has non-head ranks; the other collectives ignore ``heads`` (a group's parameters
+    carry it whatever the collective: NCCL runs their NVLS only where every rank heads)."""
     heads = check_int("heads", params.get("heads", 0), minimum=0)
-    if heads > spec.nranks or (heads not in (0, spec.nranks) and spec.collective != "all_reduce"):
+    if heads > spec.nranks:
         raise UsageError(
-            f"parameter heads must be 0 or 1..{spec.nranks} (fewer than the ranks only for "
-            f"all_reduce), got {heads} for {spec.collective}",
-            source="heads",
+            f"parameter heads must be 0 or 1..{spec.nranks}, got {heads}", source="heads"
         )
+    if spec.collective != "all_reduce":
+        heads = 0
     return {
         **params,
         "channels": check_int("channels", params.get("channels", 1)),
