@@ -13,6 +13,10 @@ steps ``i+1 .. i+7`` are being written. Two consequences, which is all this modu
    successor forwards or accumulates what the predecessor moved) is released when the
    predecessor has moved ``min(q, its bytes)``; the successor then pays its own latency, and it
    cannot finish before the predecessor has (it cannot forward bytes it has not received).
+   A *local* reduce next to a fabric op streams the same way: it folds in, step by step, what
+   a peer is still delivering (a tree parent's later children land in scratch and are folded
+   into its sum, NCCL's one ``FanAsymmetric`` pass over every source), and its successor may
+   forward the folded steps.
 2. **Latency hidden behind the window.** The ops of one connection (same kind, issuing rank,
    channel tag, source and destination rank) run in op order, each op's bytes after the
    previous op's bytes, but an op's *latency* runs while its predecessor is still moving bytes:
@@ -65,7 +69,8 @@ class Pipeline:
 
 
 def pipeline_structure(t: OpTable) -> Pipeline:
-    """Cut-through edges (fabric op -> fabric op, not switch reductions) and connection order."""
+    """Cut-through edges (between fabric ops, not switch reductions, or a fabric op and a local
+    reduce) and connection order."""
     dep_stream, streams_out, conn_pred = stream_parts(t)
     order = np.argsort(t.dep_idx, kind="stable")  # the compiled successor CSR's order
     return Pipeline(dep_stream[order], dep_stream, streams_out, conn_pred)
@@ -79,9 +84,11 @@ def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     src = t.src_rank[t.src_ptr[:-1]] if n else np.zeros(0, dtype=np.int64)
     dst = t.dst_rank[t.dst_ptr[:-1]] if n else np.zeros(0, dtype=np.int64)
     p2p = (kind != int(OpKind.SWITCH_REDUCE)) & (src != dst)
+    fold = (kind == int(OpKind.REDUCE)) & (src == dst)  # a local reduce of what arrives
     n_deps = np.diff(t.dep_ptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
-    dep_stream = p2p[t.dep_idx] & p2p[owner]
+    flows, pred = p2p | fold, t.dep_idx
+    dep_stream = flows[pred] & flows[owner] & (p2p[pred] | p2p[owner])
     streams_out = np.bincount(t.dep_idx[dep_stream], minlength=n) > 0
     conn_pred = np.full(n, -1, dtype=np.int64)
     ops = np.flatnonzero(p2p)

@@ -18,8 +18,9 @@ for world sizes 1..32 by ``tests/collectives/test_estimate.py``), tight within a
 ``6 n``             trees, chains (ring/direct broadcast, reduce, send_recv)
 ``2 n``             NVLS broadcast and reduce (one multicast of n chunks)
 ``6 n (r + n/r) + n``  hierarchical with ``r`` ranks per node: rings inside and across nodes
-``h (n/r) (r + 3)``     NVLS-Tree, ``h`` heads of ``r`` ranks per node: a reduction of ``r``
-                    sources and a multicast to ``r`` per server and head, two tree hops
+``h (n/r) (r + 4)``     NVLS-Tree, ``h`` heads of ``r`` ranks per node: a reduction of ``r``
+                    sources and a multicast to ``r`` per server and head, two tree hops and
+                    at most one local fold of a child's landed sum
 ``n (3 s + 1)``     torus, ``s = sum(k_d - 1)``: per rank one reduce and one copy per step
                     and at most ``s`` input copies
 ==================  =====================================================================
@@ -76,7 +77,7 @@ def _hierarchical(n: int, params: Mapping[str, Any]) -> int:
 def _nvls_tree(n: int, params: Mapping[str, Any]) -> int:
     per_node = max(1, int(params.get("ranks_per_node") or n))
     heads = len(params.get("heads") or range(per_node))
-    return heads * -(-n // per_node) * (per_node + 3)
+    return heads * -(-n // per_node) * (per_node + 4)
 
 
 def _torus(n: int, params: Mapping[str, Any]) -> int:

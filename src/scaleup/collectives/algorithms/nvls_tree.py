@@ -16,7 +16,9 @@ slice (default every local rank; the tuner passes one per NIC, NCCL's ``nvlsHead
 2. across servers, among the ``m = n / g`` heads of slice ``h``: reduce up NCCL's double binary
    tree over the servers (``ncclGetDtree``; channel ``c`` rides tree ``c % 2``, as
    ``connectNvls`` in NCCL's ``src/graph/connect.cc`` sets ``treeUp[c % 2]``), every head
-   accumulating its subtree into its output, then copy the sum back down;
+   accumulating its subtree into its output (a head's first child reduces into it; later
+   children land in scratch slots of their own at the same time and one local pass folds them
+   in, NCCL's ``FanAsymmetric`` read of every child at once), then copy the sum back down;
 3. in every server ``N``: a ``switch_reduce`` with one source, ``head(N)``'s output, into the
    outputs of all ``g`` ranks (``multimem.st``: one copy up, replicated by the switch).
 
@@ -43,7 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from scaleup.collectives.algorithms._common import INPUT, OUTPUT, check_int, op_table, split
+from scaleup.collectives.algorithms._common import (
+    INPUT,
+    OUTPUT,
+    SCRATCH,
+    check_int,
+    op_table,
+    split,
+)
 from scaleup.collectives.algorithms.tree import dtree_parents, tree_map
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
@@ -105,7 +114,7 @@ class _Template:
     step: np.ndarray  # (P,)
     deps: np.ndarray  # (P, D) relative op ids, -1 = none
     n_src: np.ndarray  # (P,)
-    src: np.ndarray  # (R, 3) rows (server, local rank or HEAD, buffer)
+    src: np.ndarray  # (R, 4) rows (server, local rank or HEAD, buffer, scratch slot)
     n_dst: np.ndarray
     dst: np.ndarray
 
@@ -125,36 +134,54 @@ def _template(g: int, parents: list[int]) -> _Template:
     m = len(parents)
     depth = _depths(parents)
     top = max(depth)
-    ops: list[tuple[int, int, int, list[int], list[tuple[int, int, int]],
-                    list[tuple[int, int, int]]]] = []  # fmt: skip
-    server = [(N, r, INPUT) for N in range(m) for r in range(g)]
+    Row = tuple[int, int, int, int]
+    ops: list[tuple[int, int, int, list[int], list[Row], list[Row]]] = []
+    server = [(N, r, INPUT, 0) for N in range(m) for r in range(g)]
 
-    def add(kind: OpKind, issuer: int, step: int, deps: list[int],
-            src: list[tuple[int, int, int]], dst: list[tuple[int, int, int]]) -> int:  # fmt: skip
+    def add(kind: OpKind, issuer: int, step: int, deps: list[int], src: list[Row],
+            dst: list[Row]) -> int:  # fmt: skip
         ops.append((int(kind), issuer, step, deps, src, dst))
         return len(ops) - 1
 
     last = [
-        add(OpKind.SWITCH_REDUCE, N, 0, [], server[N * g : (N + 1) * g], [(N, HEAD, OUTPUT)])
+        add(OpKind.SWITCH_REDUCE, N, 0, [], server[N * g : (N + 1) * g], [(N, HEAD, OUTPUT, 0)])
         for N in range(m)
     ]
+    landed: list[list[tuple[int, int, int]]] = [[] for _ in range(m)]  # (op, slot, step)
+    seen = [0] * m  # children of each head taken so far
+
+    def fold(p: int) -> None:  # the later children's sums, landed in scratch, into p's
+        for op, slot, step in landed[p]:
+            last[p] = add(OpKind.REDUCE, p, step, [last[p], op], [(p, HEAD, SCRATCH, slot)],
+                          [(p, HEAD, OUTPUT, 0)])  # fmt: skip
+
     up_order = sorted(range(m), key=lambda v: (-depth[v], v))
     for v in up_order:  # children before parents: each head sends its whole subtree's sum
         p = parents[v]
-        if p >= 0:
-            last[p] = add(OpKind.REDUCE, p, 1 + top - depth[v], [last[v], last[p]],
-                          [(v, HEAD, OUTPUT)], [(p, HEAD, OUTPUT)])  # fmt: skip
+        if p < 0:
+            continue
+        fold(v)
+        step, seen[p] = 1 + top - depth[v], seen[p] + 1
+        if seen[p] == 1:
+            last[p] = add(OpKind.REDUCE, p, step, [last[v], last[p]], [(v, HEAD, OUTPUT, 0)],
+                          [(p, HEAD, OUTPUT, 0)])  # fmt: skip
+        else:
+            slot = seen[p] - 2
+            copy = add(OpKind.COPY, p, step, [last[v]], [(v, HEAD, OUTPUT, 0)],
+                       [(p, HEAD, SCRATCH, slot)])  # fmt: skip
+            landed[p].append((copy, slot, step))
+    fold(parents.index(-1))
     sent = [[op] for op in last]  # ops that must precede the multicast rewriting a head
     for v in reversed(up_order):  # parents before children: the sum comes back down
         p = parents[v]
         if p >= 0:
-            last[v] = add(OpKind.COPY, p, top + depth[v], [last[p]], [(p, HEAD, OUTPUT)],
-                          [(v, HEAD, OUTPUT)])  # fmt: skip
+            last[v] = add(OpKind.COPY, p, top + depth[v], [last[p]], [(p, HEAD, OUTPUT, 0)],
+                          [(v, HEAD, OUTPUT, 0)])  # fmt: skip
             sent[p].append(last[v])
             sent[v] = [last[v]]
     for N in range(m):
-        add(OpKind.SWITCH_REDUCE, N, 1 + 2 * top, sent[N], [(N, HEAD, OUTPUT)],
-            [(N, r, OUTPUT) for r in range(g)])  # fmt: skip
+        add(OpKind.SWITCH_REDUCE, N, 1 + 2 * top, sent[N], [(N, HEAD, OUTPUT, 0)],
+            [(N, r, OUTPUT, 0) for r in range(g)])  # fmt: skip
     width = max(len(op[3]) for op in ops)
     deps = np.full((len(ops), width), -1, dtype=np.int64)
     for i, op in enumerate(ops):
@@ -186,12 +213,14 @@ def _image(tpl: _Template, phi: np.ndarray) -> _Template:
     )  # fmt: skip
 
 
-def _rows(rows: np.ndarray, g: int, local: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """(S * R, 3) chunk rows (rank, buffer, offset) of every slice's template rows ((S, R, 3):
-    server, local rank or HEAD, buffer) with slice ``s``'s head ``local[s]`` and ``offset[s]``."""
+def _rows(rows: np.ndarray, g: int, local: np.ndarray, offset: np.ndarray,
+          count: int) -> np.ndarray:  # fmt: skip
+    """(S * R, 3) chunk rows (rank, buffer, offset) of every slice's template rows ((S, R, 4):
+    server, local rank or HEAD, buffer, scratch slot of ``count`` elements) with slice ``s``'s
+    head ``local[s]`` and ``offset[s]``."""
     head = np.where(rows[:, :, 1] == HEAD, local[:, None], rows[:, :, 1])
     rank = rows[:, :, 0] * g + head
-    return np.stack([rank, rows[:, :, 2], np.broadcast_to(offset[:, None], rank.shape)], axis=2)
+    return np.stack([rank, rows[:, :, 2], offset[:, None] + rows[:, :, 3] * count], axis=2)
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
@@ -228,13 +257,15 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         deps = np.concatenate([deps, np.where(chain >= 0, chain, -1)[:, :, None]], axis=2)
     valid = deps >= 0
     table = op_table(
-        per_op("kind").ravel(), per_op("n_src").ravel(), _rows(per_op("src"), g, local, offset),
-        per_op("n_dst").ravel(), _rows(per_op("dst"), g, local, offset),
+        per_op("kind").ravel(), per_op("n_src").ravel(),
+        _rows(per_op("src"), g, local, offset, spec.count), per_op("n_dst").ravel(),
+        _rows(per_op("dst"), g, local, offset, spec.count),
         np.repeat(size, p), (per_op("issuer") * g + local[:, None]).ravel(),
         np.repeat(channel, p), per_op("step").ravel(), n_deps=valid.sum(axis=2).ravel(),
         dep_idx=deps[valid],
     )  # fmt: skip
-    return Schedule(spec, "nvls_tree", table, 0, params)
+    fan = max(t.count(v) for t in (tree0, tree1) for v in range(m))  # a head's children
+    return Schedule(spec, "nvls_tree", table, max(fan - 1, 0) * spec.count, params)
 
 
 BUILDERS = {"all_reduce": all_reduce}

@@ -199,7 +199,8 @@ class _Template:
     over that tree repeats them at its own offset, count, channel tag and step (``step`` here
     is relative to the lane's chunk)."""
 
-    cols: dict[str, np.ndarray]  # kind, rank, src_rank, src_buffer, dst_rank, dst_buffer, step
+    cols: dict[str, np.ndarray]  # kind, rank, src_rank, src_buffer, dst_rank, dst_buffer, step,
+    # src_slot, dst_slot (offsets in whole counts: the scratch slot of a parent's later child)
     deps: np.ndarray  # (P, 2) relative op ids, -1 = none
     jit: np.ndarray  # (P,) relative id of the op two lanes back that a copy waits for, or -1
 
@@ -218,11 +219,12 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
     """
     root, children, order = _shape(parents)
     height = _heights(children, order)
-    ops: list[tuple[int, ...]] = []  # kind, rank, src (2), dst (2), step, deps (2), jit
+    ops: list[tuple[int, ...]] = []  # kind, rank, src (2), dst (2), step, slots (2), deps (2), jit
+    first_slot = 1 if acc == SCRATCH else 0  # scratch slot 0 holds the accumulators then
 
     def add(kind: OpKind, issuer: int, src: tuple[int, int], dst: tuple[int, int], step: int,
-            deps: list[int], jit: int = -1) -> int:  # fmt: skip
-        ops.append((int(kind), issuer, *src, *dst, step, *(deps + [-1, -1])[:2], jit))
+            deps: list[int], jit: int = -1, slots: tuple[int, int] = (0, 0)) -> int:  # fmt: skip
+        ops.append((int(kind), issuer, *src, *dst, step, *slots, *(deps + [-1, -1])[:2], jit))
         return len(ops) - 1
 
     final = -1
@@ -232,11 +234,20 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
             if not children[v]:
                 continue
             target = (v, top if v == root else acc)
-            prev = add(OpKind.COPY, v, (v, INPUT), target, 0, [], jit=len(ops) + 1)
-            for ch in children[v]:  # the copy's jit: this node's first reduce, two lanes back
+            own = add(OpKind.COPY, v, (v, INPUT), target, 0, [], jit=len(ops) + 1)
+            prev, parked = own, []
+            for j, ch in enumerate(children[v]):  # the copy's jit: its first reduce, 2 lanes back
                 src = (ch, INPUT if not children[ch] else acc)
-                deps = [prev] + ([last[ch]] if ch in last else [])
-                prev = add(OpKind.REDUCE, ch, src, target, height[ch], deps)
+                deps = [own] + ([last[ch]] if ch in last else [])
+                if j == 0:  # the first child reduces into the target; the others land at once
+                    prev = add(OpKind.REDUCE, ch, src, target, height[ch], deps)
+                    continue
+                slot = first_slot + j - 1
+                parked.append((slot, add(OpKind.COPY, ch, src, (v, SCRATCH), height[ch], deps,
+                                         slots=(0, slot))))  # fmt: skip
+            for slot, landed in parked:  # then one local pass folds them in (no step latency)
+                prev = add(OpKind.REDUCE, v, (v, SCRATCH), target, height[v] - 1, [prev, landed],
+                           slots=(slot, 0))  # fmt: skip
             last[v] = prev
         final = last.get(root, -1)
     if down:
@@ -249,9 +260,10 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
                 deps = [dep] if dep >= 0 else []
                 op = add(OpKind.COPY, v, src, (ch, OUTPUT), step0 + depth, deps)
                 stack.append((ch, op, depth + 1))
-    table = np.array(ops, dtype=np.int64).reshape(-1, 10)
-    names = ("kind", "rank", "src_rank", "src_buffer", "dst_rank", "dst_buffer", "step")
-    return _Template({k: table[:, i] for i, k in enumerate(names)}, table[:, 7:9], table[:, 9])
+    table = np.array(ops, dtype=np.int64).reshape(-1, 12)
+    names = ("kind", "rank", "src_rank", "src_buffer", "dst_rank", "dst_buffer", "step",
+             "src_slot", "dst_slot")  # fmt: skip
+    return _Template({k: table[:, i] for i, k in enumerate(names)}, table[:, 9:11], table[:, 11])
 
 
 def tree_map(tree0: list[int], tree1: list[int]) -> np.ndarray | None:
@@ -327,16 +339,29 @@ def _add_lanes(b: ScheduleBuilder, spec: CollectiveSpec, params: dict[str, Any],
         copies = np.flatnonzero(t.jit >= 0)
         d[2:, copies, 0] = t.jit[copies] + start + base[idx[:-2]][:, None]
         deps[at] = d
+    src_offset = cols["offset"] + cols["src_slot"] * spec.count
+    dst_offset = cols["offset"] + cols["dst_slot"] * spec.count
     b.add_batch(
         cols["kind"], src_rank=cols["src_rank"], src_buffer=cols["src_buffer"],
-        src_offset=cols["offset"], dst_rank=cols["dst_rank"], dst_buffer=cols["dst_buffer"],
-        dst_offset=cols["offset"], count=cols["count"], deps=deps, rank=cols["rank"],
+        src_offset=src_offset, dst_rank=cols["dst_rank"], dst_buffer=cols["dst_buffer"],
+        dst_offset=dst_offset, count=cols["count"], deps=deps, rank=cols["rank"],
         channel=cols["channel"], step=cols["step"],
     )  # fmt: skip
 
 
+def _scratch_slots(spec: CollectiveSpec, params: dict[str, Any], root: int | None,
+                   acc: int) -> int:  # fmt: skip
+    """Scratch regions of ``spec.count`` elements the up phase needs: one per child past a
+    node's first (they land side by side), after the accumulators' region when ``acc`` is
+    scratch."""
+    trees = {tuple(t) for pair in _trees(spec, params, root) for t in pair}
+    fan = max((len(kids) for t in trees for kids in _shape(list(t))[1]), default=0)
+    return max(fan - 1, 0) + (1 if acc == SCRATCH else 0)
+
+
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = table_builder(spec, "tree", params=params)
+    slots = _scratch_slots(spec, params, None, OUTPUT)
+    b = table_builder(spec, "tree", scratch_count=slots * spec.count, params=params)
     _add_lanes(b, spec, params, None, up=True, down=True, acc=OUTPUT, top=OUTPUT)
     return b.build()
 
@@ -351,7 +376,8 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    b = table_builder(spec, "tree", scratch_count=spec.count, params=params)
+    slots = _scratch_slots(spec, params, spec.root, SCRATCH)
+    b = table_builder(spec, "tree", scratch_count=slots * spec.count, params=params)
     _add_lanes(b, spec, params, spec.root, up=True, down=False, acc=SCRATCH, top=OUTPUT)
     return b.build()
 
