@@ -14,7 +14,11 @@ rooted at 0 whose single child is the largest power of two below n; tree 1 is it
 Lanes: the data is split into ``chunks x channels x 2`` pieces; lane ``(c * channels + k) * 2 + t``
 rides tree ``t`` with channel tag ``2k + t``. all_reduce reduces each piece up its tree (a node
 accumulates its subtree in its output, children pushing their partial sums) and broadcasts the
-result back down; chunks pipeline, chunk ``c`` running ``c`` steps behind chunk 0::
+result back down. A node takes its children at once, as NCCL's kernel reads them
+(``FanAsymmetric<NCCL_MAX_TREE_ARITY, 1>``, src/device/all_reduce.h): the first child reduces
+into the node's sum, each later one lands in a scratch slot of its own (``count`` elements per
+child past the first) and one local reduce folds it in. Chunks pipeline, chunk ``c`` running
+``c`` steps behind chunk 0::
 
     step:      0              1             2               3
     chunk 0    leaves->mid    mid->root     root->mid       mid->leaves
@@ -215,7 +219,9 @@ def _template(parents: list[int], *, up: bool, down: bool, acc: int, top: int,
     node's first reduce of chunk ``c - 2`` on the same channel (``jit``), so chunk ``c``'s copy
     overlaps chunk ``c - 1``'s transfers instead of every chunk copying up front, and the reduce
     of chunk ``c`` is ready (its latency running) while chunk ``c - 1`` still moves bytes, as in
-    NCCL's pipeline of ``NCCL_STEPS`` slots. Down: each node forwards once its own copy is done.
+    NCCL's pipeline of ``NCCL_STEPS`` slots. Children after the first copy into scratch slots
+    (``slots``: offsets in whole counts) at the same time, and local reduces fold them in.
+    Down: each node forwards once its own copy is done.
     """
     root, children, order = _shape(parents)
     height = _heights(children, order)
