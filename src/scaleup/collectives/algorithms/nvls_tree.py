@@ -39,6 +39,7 @@ reduction into heads followed by a multicast.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -264,7 +265,7 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         np.repeat(channel, p), per_op("step").ravel(), n_deps=valid.sum(axis=2).ravel(),
         dep_idx=deps[valid],
     )  # fmt: skip
-    fan = max(t.count(v) for t in (tree0, tree1) for v in range(m))  # a head's children
+    fan = max(max(Counter(p for p in t if p >= 0).values(), default=0) for t in (tree0, tree1))
     return Schedule(spec, "nvls_tree", table, max(fan - 1, 0) * spec.count, params)
 
 
