@@ -193,3 +193,16 @@ def test_a_scheduling_anomaly_is_tiny():
 def test_one_job_together_is_the_job_alone(jobs):
     (row,) = jobs_rows(DGX, jobs, session=SESSION)
     assert row.together_us == row.alone_us
+
+
+def test_nvls_jobs_sharing_ranks_keep_a_whole_switch_step() -> None:
+    """An NVLS all_gather and an NVLS reduce_scatter on the same ranks, run together, are each
+    one switch op kind per channel: neither is NVLS-Tree's reduce-then-multicast pair, so
+    neither pays half an NVLS step (hypothesis found the merged run twice as fast as alone)."""
+    jobs = [
+        Job("ag", "all_gather", (0, 1, 2, 3, 4, 5), 4096, protocol="simple"),
+        Job("rs", "reduce_scatter", (0, 1, 2, 3, 4, 5), 4096, protocol="simple"),
+    ]
+    for row in jobs_rows(DGX, jobs, session=SESSION):
+        assert row.algo == "nvls"
+        assert row.slowdown >= 1 - ANOMALY_RTOL, row

@@ -299,12 +299,13 @@ class CompiledSchedule:
 
 def switch_latency_share(t: OpTable) -> np.ndarray:
     """Per op, the share of its step latency it pays: 1, but 1/2 for the in-switch ops of a
-    schedule that splits NVLS's pair into a reduction into one rank and a separate multicast
+    channel that splits NVLS's pair into a reduction into one rank and a separate multicast
     from one rank (NVLS-Tree: ``multimem.ld_reduce`` into the head, the network, then
     ``multimem.st``). NCCL's NVLS latency (hwLat NVLS 25 us) is one ld_reduce + st pair, and
     its model charges NVLS_TREE that ``intraLat`` once (tuning.cc lines 427-428: ``intraLat +
     2 log2(nNodes) interLat``), as it charges NVLS all_reduce, all_gather and reduce_scatter
-    (one switch op each, lines 424-426)."""
+    (one switch op each, lines 424-426). By channel, so that an NVLS reduce_scatter and an NVLS
+    all_gather run together as jobs (their channels renumbered apart) keep a whole step each."""
     share = np.ones(t.n_ops)
     switch = t.kind == int(OpKind.SWITCH_REDUCE)
     if not switch.any():
@@ -313,7 +314,8 @@ def switch_latency_share(t: OpTable) -> np.ndarray:
     into_one = switch & (n_src > 1) & (n_dst == 1)
     out_of_one = switch & (n_src == 1) & (n_dst > 1)
     if into_one.any() and out_of_one.any():
-        share[into_one | out_of_one] = 0.5
+        both = np.intersect1d(t.channel[into_one], t.channel[out_of_one])
+        share[(into_one | out_of_one) & np.isin(t.channel, both)] = 0.5
     return share
 
 
