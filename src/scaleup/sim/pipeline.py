@@ -16,15 +16,21 @@ steps ``i+1 .. i+7`` are being written. Two consequences, which is all this modu
    A *local* reduce next to a fabric op streams the same way: it folds in, step by step, what
    a peer is still delivering (a tree parent's later children land in scratch and are folded
    into its sum, NCCL's one ``FanAsymmetric`` pass over every source), and its successor may
-   forward the folded steps.
+   forward the folded steps. So does an *in-switch* op next to a fabric op (NVLS-Tree: a
+   head's ``ld_reduce`` of a chunk goes to the network step by step, and what arrives from the
+   network is multicast step by step, as NCCL's reduce and broadcast warps move it).
 2. **Latency hidden behind the window.** The ops of one connection (same kind, issuing rank,
-   channel tag, source and destination rank) run in op order, each op's bytes after the
-   previous op's bytes, but an op's *latency* runs while its predecessor is still moving bytes:
-   with 8 slots in flight the per-step flag/fence latency overlaps the transfer and is paid once
-   per hop, not once per chunk. So cutting a message into more chunks (the ``chunks`` of a
-   pipelined schedule) no longer adds a latency per chunk, and the simulated time converges as
-   the chunk count grows: the schedule's chunks only split the bytes; the step size ``q`` sets
-   the pipeline fill.
+   channel tag, source and destination ranks; for an in-switch op its first source and
+   destination and how many of each) run in op order, each op's bytes after the previous op's
+   bytes, but an op's *latency* runs while its predecessor is still moving bytes: with 8 slots
+   in flight the per-step flag/fence latency overlaps the transfer and is paid once per hop,
+   not once per chunk. A dependency of an op on its own connection predecessor (a builder's
+   "chunk ``c`` after chunk ``c - 1``", NVLS-Tree's) is that order and nothing more: it holds
+   the op's bytes, not its release, so its latency still overlaps. So cutting a message into
+   more chunks (the ``chunks`` of a pipelined schedule) no longer adds a latency per chunk, and
+   the simulated time converges as the chunk count grows: the schedule's chunks only split the
+   bytes; the step size ``q`` sets the pipeline fill (NVLS-Tree steps NCCL's NVLS-Tree chunk,
+   :func:`scaleup.tune.size_channels.nvls_tree_chunk_bytes`).
 
 The window itself never binds in the modelled range: 8 slots of ``q`` bytes at a thread block's
 full rate last longer than a round trip of the slowest step latency for every protocol
@@ -59,44 +65,67 @@ class Pipeline:
     ``succ_stream[e]``: successor entry ``e`` (in the compiled successor CSR) is a cut-through
     edge; ``dep_stream[e]``: dependency entry ``e`` (in the table's dependency CSR) is one;
     ``streams_out[i]``: op ``i`` has a cut-through successor; ``conn_pred[i]``: the previous op
-    of ``i``'s connection, or -1.
+    of ``i``'s connection, or -1; ``dep_order[e]`` / ``succ_order[e]``: the entry is an op's
+    dependency on its own connection predecessor, an order (its bytes follow the
+    predecessor's) that does not hold back its latency.
     """
 
     succ_stream: np.ndarray
     dep_stream: np.ndarray
     streams_out: np.ndarray
     conn_pred: np.ndarray
+    dep_order: np.ndarray
+    succ_order: np.ndarray
 
 
 def pipeline_structure(t: OpTable) -> Pipeline:
-    """Cut-through edges (between fabric ops, not switch reductions, or a fabric op and a local
-    reduce) and connection order."""
-    dep_stream, streams_out, conn_pred = stream_parts(t)
+    """Cut-through edges (between two fabric ops, or a fabric op and a local reduce or an
+    in-switch op), connection order and the dependencies that are only that order."""
+    dep_stream, streams_out, conn_pred, dep_order = stream_parts(t)
     order = np.argsort(t.dep_idx, kind="stable")  # the compiled successor CSR's order
-    return Pipeline(dep_stream[order], dep_stream, streams_out, conn_pred)
+    return Pipeline(
+        dep_stream[order], dep_stream, streams_out, conn_pred, dep_order, dep_order[order]
+    )
 
 
-def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:class:`Pipeline`'s ``dep_stream``, ``streams_out`` and ``conn_pred`` (everything but
-    the successor order, which a caller timing representatives does not need)."""
+def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:class:`Pipeline`'s ``dep_stream``, ``streams_out``, ``conn_pred`` and ``dep_order``
+    (everything but the successor order, which a caller timing representatives does not
+    need)."""
     n = t.n_ops
     kind = t.kind.astype(np.int64)
     src = t.src_rank[t.src_ptr[:-1]] if n else np.zeros(0, dtype=np.int64)
     dst = t.dst_rank[t.dst_ptr[:-1]] if n else np.zeros(0, dtype=np.int64)
-    p2p = (kind != int(OpKind.SWITCH_REDUCE)) & (src != dst)
+    switch = kind == int(OpKind.SWITCH_REDUCE)
+    p2p = ~switch & (src != dst)
     fold = (kind == int(OpKind.REDUCE)) & (src == dst)  # a local reduce of what arrives
     n_deps = np.diff(t.dep_ptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
-    flows, pred = p2p | fold, t.dep_idx
-    dep_stream = flows[pred] & flows[owner] & (p2p[pred] | p2p[owner])
+    conn_pred = _connection_predecessors(t, kind, src, dst, p2p | switch)
+    pred = t.dep_idx
+    dep_order = conn_pred[owner] == pred
+    flows = p2p | fold | switch
+    dep_stream = flows[pred] & flows[owner] & (p2p[pred] | p2p[owner]) & ~dep_order
     streams_out = np.bincount(t.dep_idx[dep_stream], minlength=n) > 0
-    conn_pred = np.full(n, -1, dtype=np.int64)
-    ops = np.flatnonzero(p2p)
+    return dep_stream, streams_out, conn_pred, dep_order
+
+
+def _connection_predecessors(
+    t: OpTable, kind: np.ndarray, src: np.ndarray, dst: np.ndarray, wired: np.ndarray
+) -> np.ndarray:
+    """Each op's previous op on its connection (kind, issuing rank, channel tag, sources and
+    destinations; an in-switch op's first source and destination and their counts), or -1."""
+    conn_pred = np.full(t.n_ops, -1, dtype=np.int64)
+    ops = np.flatnonzero(wired)
     if len(ops):
-        cols = [np.asarray(c, dtype=np.int64)[ops] for c in (kind, t.rank, t.channel, src, dst)]
+        n_src, n_dst = np.diff(t.src_ptr), np.diff(t.dst_ptr)
+        cols = [
+            np.asarray(c, dtype=np.int64)[ops]
+            for c in (kind, t.rank, t.channel, src, dst, n_src, n_dst)
+        ]
         key = _one_key(cols)
         if key is None:  # too wide for one int64: sort the columns
-            srt = np.lexsort((ops, *reversed(cols)))  # by kind, rank, channel, src, dst, op
+            srt = np.lexsort((ops, *reversed(cols)))  # by the columns, then op
             same = np.ones(len(ops) - 1, dtype=bool)
             for c in cols:
                 same &= c[srt][1:] == c[srt][:-1]
@@ -104,7 +133,7 @@ def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             srt = np.argsort(key, kind="stable")
             same = key[srt][1:] == key[srt][:-1]
         conn_pred[ops[srt][1:][same]] = ops[srt][:-1][same]
-    return dep_stream, streams_out, conn_pred
+    return conn_pred
 
 
 def _one_key(cols: list[np.ndarray]) -> np.ndarray | None:

@@ -103,12 +103,15 @@ class Quotient:
             full_pipe = self.full.pipeline()
             rep = self.sym.rep_ops
             dep_stream = full_pipe.dep_stream[self._entries]
+            dep_order = full_pipe.dep_order[self._entries]
             conn = full_pipe.conn_pred[rep]
             self._pipeline = Pipeline(
                 dep_stream[self._order],
                 dep_stream,
                 full_pipe.streams_out[rep],
                 np.where(conn >= 0, self.sym.rep_of_op[np.maximum(conn, 0)], -1),
+                dep_order,
+                dep_order[self._order],
             )
         return self._pipeline
 

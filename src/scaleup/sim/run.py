@@ -130,7 +130,7 @@ class Run:
 
     def result(self) -> SimResult:
         c = self.c
-        roots = np.flatnonzero(c.n_deps == 0)
+        roots = np.flatnonzero(self.deps_left == 0)
         self._release(roots, c.start_s(self.proto))
         self.env.run()
         self._account()
@@ -440,6 +440,11 @@ class _Pipelined:
         self.wait_tail: dict[int, list[int]] = {}  # op -> ops whose bytes wait for its end
         self.has_conn_waiter = np.zeros(n, dtype=bool)  # keys of wait_conn (to skip the rest)
         self.has_tail_waiter = np.zeros(n, dtype=bool)  # keys of wait_tail
+        # a dependency on the op's own connection predecessor orders its bytes (held in
+        # hold_for_connection), not its release: it is never counted
+        c = run.c
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(c.dep_ptr))
+        run.deps_left -= np.bincount(owner[self.p.dep_order], minlength=n)
 
     def threshold(self, ops: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Remaining bytes at which each op releases its cut-through successors (-1: at its end)."""
@@ -503,6 +508,7 @@ class _Pipelined:
             skip = self.p.succ_stream[idx] & np.repeat(
                 self.released[ops], c.succ_ptr[ops + 1] - c.succ_ptr[ops]
             )
+        skip |= self.p.succ_order[idx]
         self.released[ops] = True
         self.run._decrement(c.succ_idx[idx[~skip]], now)
         keys = ops[self.has_tail_waiter[ops]]

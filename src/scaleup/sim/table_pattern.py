@@ -111,14 +111,16 @@ class _Representatives(CompiledSchedule):
     def pipeline(self) -> Pipeline:
         if self._pipeline is None:
             t, sym = self.whole.table, self._sym
-            dep_stream, streams_out, conn_pred = stream_parts(t)
+            dep_stream, streams_out, conn_pred, dep_order = stream_parts(t)
             rep = sym.rep_ops
-            dep_stream = dep_stream[csr_rows(t.dep_ptr, rep)]
+            entries = csr_rows(t.dep_ptr, rep)
+            dep_stream, dep_order = dep_stream[entries], dep_order[entries]
             order = np.argsort(self.dep_idx, kind="stable")  # the successor CSR's order
             conn = conn_pred[rep]
             self._pipeline = Pipeline(
                 dep_stream[order], dep_stream, streams_out[rep],
                 np.where(conn >= 0, sym.rep_of_op[np.maximum(conn, 0)], -1),
+                dep_order, dep_order[order],
             )  # fmt: skip
         return self._pipeline
 

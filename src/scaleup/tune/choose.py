@@ -20,7 +20,7 @@ from scaleup.tune.observe import CandidateOutcome
 from scaleup.tune.p2p_rule import P2pRule
 from scaleup.tune.question import Question, Timed
 from scaleup.tune.rccl_tables import after_pick
-from scaleup.tune.rules import Candidate, chunks_for
+from scaleup.tune.rules import Candidate
 from scaleup.tune.size_channels import ChannelTrim
 
 __all__ = ["TIE_RTOL", "SizePass"]
@@ -273,7 +273,7 @@ class SizePass:
         q = self.question
         if q.session.observer is None:
             return
-        chunks = chunks_for(cand.algorithm, q.collective, nbytes, cand.channels, cand.protocol)
+        chunks = q.chunks(cand, nbytes)
         key, first = (cand.algorithm, cand.channels, chunks), (cand.algorithm, cand.channels, 1)
         compiled = q.compiled.get(key) or q.compiled.get(first)
         if pruned and compiled is None:  # explaining: the structure whose bound is shown

@@ -29,6 +29,7 @@ from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
+from scaleup.tune.size_channels import nvls_tree_chunk_bytes
 
 if TYPE_CHECKING:
     from scaleup.tune.search import TuneSession
@@ -212,7 +213,7 @@ class Question:
         """Build, check and compile the structure ``cand`` runs at ``nbytes`` (what
         :meth:`simulate` does first), so that its congestion bound is known before it is run;
         False when it cannot be (the reason is kept in ``failed``)."""
-        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        chunks = self.chunks(cand, nbytes)
         structure = (cand.algorithm, cand.channels, chunks)
         if structure in self.failed:
             return False
@@ -227,7 +228,7 @@ class Question:
     def simulate(self, cand: Candidate, nbytes: int, count: int) -> Timed | None:
         """The candidate's timing at ``count`` elements, or None if it cannot be built, checked
         or simulated here (the reason is kept in ``failed``)."""
-        chunks = chunks_for(cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol)
+        chunks = self.chunks(cand, nbytes)
         structure = (cand.algorithm, cand.channels, chunks)
         if structure in self.failed:
             return None
@@ -237,7 +238,7 @@ class Question:
         try:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
-            step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
+            step = self.step_bytes(cand, nbytes)
             if isinstance(compiled, Pattern):  # never with stragglers (see _patterns_allowed)
                 result = compiled.run(
                     cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
@@ -254,6 +255,36 @@ class Question:
             return None
         timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)
         return timed
+
+    def chunks(self, cand: Candidate, nbytes: int) -> int:
+        """The pipeline depth ``cand`` is built with at ``nbytes``
+        (:func:`~scaleup.tune.rules.chunks_for`): NVLS-Tree cuts a channel's share into one
+        of NCCL's chunks per head (:meth:`step_bytes`), the others into protocol steps."""
+        unit = None
+        if cand.algorithm == "nvls_tree":
+            heads = self._nvls_tree_heads(cand.channels)
+            unit = heads * self._nvls_tree_chunk(cand.channels, heads, nbytes)
+        return chunks_for(
+            cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol, unit
+        )
+
+    def step_bytes(self, cand: Candidate, nbytes: int) -> float | None:
+        """The ``step_bytes`` a pipelined candidate runs with at ``nbytes``: the protocol's
+        slot (:func:`~scaleup.tune.rules.step_bytes_for`), or for NVLS-Tree the chunk one
+        head's connection moves at a time for that size
+        (:func:`~scaleup.tune.size_channels.nvls_tree_chunk_bytes`); None for the others."""
+        step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
+        if step is not None and cand.algorithm == "nvls_tree":
+            heads = self._nvls_tree_heads(cand.channels)
+            return float(self._nvls_tree_chunk(cand.channels, heads, nbytes))
+        return step
+
+    def _nvls_tree_heads(self, channels: int) -> int:
+        params = self.params("nvls_tree", channels)
+        return len(params["heads"] or range(params["ranks_per_node"]))
+
+    def _nvls_tree_chunk(self, channels: int, heads: int, nbytes: int) -> int:
+        return nvls_tree_chunk_bytes(self.topology, self.group, nbytes, channels * heads)
 
     def nvls_heads(self) -> ChannelPlan:
         """The group's NVLS heads (:func:`~scaleup.tune.channel_search.nvls_heads`), searched

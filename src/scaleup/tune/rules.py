@@ -120,19 +120,31 @@ def check_family(family: str) -> str:
     return family
 
 
-def chunks_for(algorithm: str, collective: str, nbytes: int, channels: int, protocol: str) -> int:
-    """Pipeline depth: one chunk per protocol step slot of each channel's share, for pipelined
-    algorithms (tree, chain broadcast/reduce), capped at :data:`MAX_PIPELINE_CHUNKS`; else 1.
+def chunks_for(
+    algorithm: str,
+    collective: str,
+    nbytes: int,
+    channels: int,
+    protocol: str,
+    unit_bytes: float | None = None,
+) -> int:
+    """Pipeline depth: one chunk per protocol step slot of each channel's share (``unit_bytes``
+    per chunk where given: NVLS-Tree's heads times its chunk), for pipelined algorithms (tree,
+    chain broadcast/reduce, NVLS-Tree), a power of two capped at :data:`MAX_PIPELINE_CHUNKS`;
+    else 1.
 
     >>> chunks_for("tree", "all_reduce", 1 << 30, 8, "simple")
     16
     >>> chunks_for("ring", "all_reduce", 1 << 30, 8, "simple")
     1
+    >>> chunks_for("nvls_tree", "all_reduce", 1 << 27, 16, "simple", unit_bytes=8 << 17)
+    8
     """
     if (algorithm, collective) not in _PIPELINED:
         return 1
     per_channel = nbytes / max(channels, 1)
-    want = max(1, math.ceil(per_channel / CHUNK_BYTES[protocol]))
+    unit = CHUNK_BYTES[protocol] if unit_bytes is None else unit_bytes
+    want = max(1, math.ceil(per_channel / unit))
     return int(min(MAX_PIPELINE_CHUNKS, 1 << (want - 1).bit_length()))  # a power of two
 
 

@@ -49,9 +49,12 @@ from scaleup.tune.rules import Candidate
 __all__ = [
     "NVLS_CHANNELS",
     "THREAD_THRESHOLD",
+    "NVLS_CHUNK_BYTES",
     "ChannelTrim",
     "nvls_channel_count",
+    "nvls_tree_chunk_bytes",
     "sm100_multi_node_channels",
+    "sm100_tree_chunk_bytes",
 ]
 
 #: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
@@ -162,6 +165,77 @@ def sm100_multi_node_channels(nnodes: int, ppn: int, nic_gb_per_s: float) -> int
     if nic_gb_per_s >= 48.0:
         return 24
     return NVLS_CHANNELS["blackwell-multi-node"]
+
+
+#: ``NCCL_NVLS_CHUNKSIZE``'s default (nvls.cc line 160): an NVLS step's bytes per head.
+NVLS_CHUNK_BYTES: Final = 128 * 1024
+
+
+def sm100_tree_chunk_bytes(nnodes: int, ppn: int, nic_gb_per_s: float) -> int:
+    """``min(nvlsChunkSize, nvlsTreeMaxChunkSize)`` across Blackwell nodes, as
+    ``ncclNvlsTreeSm100Tuning`` sets both (nvls.cc lines 164-199) and calcCollChunking takes the
+    smaller (enqueue.cc line 2281), with every NIC next to its GPU (NCCL's ``PATH_PIX``, at most
+    ``PATH_PXB``: the presets attach a NIC to its GPU's PCIe port).
+
+    >>> [sm100_tree_chunk_bytes(n, p, b) // 1024 for n, p, b in
+    ...  ((2, 4, 50.0), (2, 8, 50.0), (2, 8, 100.0), (4, 8, 100.0), (4, 72, 100.0), (4, 8, 50.0))]
+    [256, 64, 128, 256, 64, 64]
+    """
+    chunk, tree_max = NVLS_CHUNK_BYTES, 0
+    if nnodes == 2 and nic_gb_per_s >= 48.0:
+        tree_max = 128 * 1024
+        if ppn <= 4:
+            chunk = tree_max = 256 * 1024
+        elif ppn >= 16 or (ppn <= 8 and nic_gb_per_s < 96.0):
+            tree_max = 64 * 1024
+    elif nic_gb_per_s >= 96.0:
+        if ppn <= 8:
+            chunk = tree_max = 256 * 1024
+        else:
+            tree_max = 128 * 1024 if ppn < 32 else 64 * 1024
+    elif nic_gb_per_s >= 48.0:
+        tree_max = 64 * 1024
+    if tree_max == 0:  # the fallback of ncclNvlsTuning (lines 225-229)
+        tree_max = 64 * 1024 if nnodes >= 4 else chunk
+    return min(chunk, tree_max)
+
+
+def nvls_tree_chunk_bytes(
+    topology: Topology,
+    ranks: Sequence[int] | None = None,
+    nbytes: int | None = None,
+    concurrent_ops: int = 1,
+) -> int:
+    """NVLS-Tree's step across the group's nodes: the chunk one head's connection moves at a
+    time. ``ncclNvlsTuning`` (nvls.cc lines 202-238) gives ``nvlsChunkSize`` 128 KiB and
+    ``nvlsTreeMaxChunkSize`` 64 KiB from four nodes on, the chunk size below that, across
+    Blackwell nodes :func:`sm100_tree_chunk_bytes`; calcCollChunking (enqueue.cc lines
+    2276-2286) takes the smaller and, for a message of ``nbytes`` (None: a large one), halves it
+    down to 256 / 128 / 64 / 32 KiB while the message holds fewer than 32 / 16 / 4 / 1 chunks
+    per concurrent op (``concurrent_ops`` = channels x heads).
+
+    >>> from scaleup.topology import resolve_topology
+    >>> [nvls_tree_chunk_bytes(resolve_topology(p)) // 1024 for p in
+    ...  ("2xdgx-h100", "4xdgx-h100", "2xgb200-nvl72", "2xhgx-b200:nic=ib-ndr")]
+    [128, 64, 64, 64]
+    >>> [nvls_tree_chunk_bytes(resolve_topology("2xdgx-h100"), None, s << 20, 128) // 1024
+    ...  for s in (128, 16, 8, 1)]
+    [128, 64, 64, 32]
+    """
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
+    nodes = Counter(analysis.rank_nodes(topology, ranks))
+    if rows == {"blackwell"} and len(nodes) > 1:
+        chunk = sm100_tree_chunk_bytes(len(nodes), min(nodes.values()), _nic_gb_per_s(topology))
+    else:
+        chunk = 64 * 1024 if len(nodes) >= 4 else NVLS_CHUNK_BYTES
+    if nbytes is None:
+        return chunk
+    for chunks, floor in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
+        if nbytes < chunks * concurrent_ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk
 
 
 def _nic_gb_per_s(topology: Topology) -> float:

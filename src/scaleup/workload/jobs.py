@@ -54,7 +54,7 @@ from scaleup.sim.together import JobPart, run_together
 from scaleup.topology.model import Topology
 from scaleup.tune import BenchRequest, TuneSession
 from scaleup.tune.question import Question
-from scaleup.tune.rules import step_bytes_for
+from scaleup.tune.rules import Candidate
 from scaleup.tune.search import resolve_group
 from scaleup.units import GB, parse_size
 
@@ -262,7 +262,8 @@ def _plan(topology: Topology, job: Job, session: TuneSession) -> _Planned:
     question = Question(session, topology, key)
     schedule = question.build(choice.algorithm, count, choice.channels, choice.chunks)
     part = JobPart(schedule, job.ranks, itemsize(job.dtype), job.start_s)
-    step = step_bytes_for(choice.algorithm, job.collective, choice.protocol)
+    cand = Candidate(choice.algorithm, choice.protocol, choice.channels)
+    step = question.step_bytes(cand, nbytes)
     return _Planned(part, choice.algorithm, choice.protocol, choice.channels, nbytes, step)
 
 
