@@ -97,7 +97,8 @@ class _NicModel(_Entry):
     link_tech: str
     host_link_tech: str
     latency_s: float = Field(gt=0, lt=1e-3)
-    FIGURES: ClassVar[tuple[str, ...]] = ("latency_s",)
+    reported_latency_s: float = Field(default=0.0, ge=0, lt=1e-3)
+    FIGURES: ClassVar[tuple[str, ...]] = ("latency_s", "reported_latency_s")
 
 
 class _CatalogModel(BaseModel):

@@ -144,6 +144,12 @@ class NicSpec:
         Its host interface (``pcie5`` ...).
     latency_s
         Traversal of the adapter (host interface to wire), seconds.
+    reported_latency_s
+        The latency its NCCL network plugin reports to NCCL (``ncclNetProperties_t.latency``),
+        seconds: an input of NCCL's cost model only, which adds it to every inter-node step of
+        its prediction (``latencyInter``, twice for Simple: src/graph/tuning.cc lines 389-391),
+        so it steers NCCL's choice without being a time anything takes. 0 for NCCL's own
+        InfiniBand / RoCE transport (``net_ib.cc`` leaves it unset).
     sources
         Field name -> where the figure came from.
     """
@@ -152,6 +158,7 @@ class NicSpec:
     link_tech: str
     host_link_tech: str
     latency_s: float
+    reported_latency_s: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property

@@ -35,16 +35,22 @@ module turns its plans into NCCL's figures:
    64); NVLS runs ``comm->nvlsChannels``: 16 on Hopper, 24 on one Blackwell node, 32 across
    nodes (``src/transport/nvls.cc`` lines 155-157, 209-214), at most the communicator's channels
    across nodes (enqueue.cc lines 2084-2091).
+7. **Reported NIC latency.** Across nodes every graph's ``latencyInter`` is what the network
+   plugin reports for its NICs (the catalog NIC's ``reported_latency_s``): 0 for NCCL's own
+   InfiniBand / RoCE transport, 75 us for AWS EFA through aws-ofi-nccl on p4d/p5, which NCCL's
+   model adds to each inter-node step (twice for Simple, tuning.cc lines 389-391).
 
 What this leaves out (docs/models.md, "NCCL's selection"): NCCL's search timeouts and the
 crossNic / typeIntra passes, the balanced tree's half-count of the NIC on its first GPU, PCIe
 generations beyond the x16 scale, and the host CPU (``cpu="other"``: NCCL's 1 us network
 overhead and the Intel row of ``llMaxBws``).
+
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Final
 
 from scaleup import hardware
@@ -245,6 +251,17 @@ def _scale_up_tech(topology: Topology, ranks: Sequence[int] | None) -> str | Non
     return None
 
 
+def _reported_latency_us(topology: Topology, ranks: Sequence[int] | None) -> float:
+    """``graph->latencyInter`` (us): the latency the network plugin reports for the NICs the
+    graphs cross (search.cc line 561 takes the chosen NIC's ``net.latency``), the largest over
+    the group's servers; 0 for NCCL's own InfiniBand / RoCE transport."""
+    servers = set(analysis.rank_nodes(topology, ranks))
+    lats = [
+        hardware.nic_spec(d.type).reported_latency_s for d in topology.nics if d.node in servers
+    ]
+    return max(lats, default=0.0) * 1e6
+
+
 def comm_channels_for(inputs: ModelInputs) -> int:
     """``comm->nChannels``: min(tree, ring) channels, doubled (connect.cc line 460)."""
     ns = [g.n_channels for a, g in inputs.graphs.items() if a in ("ring", "tree")]
@@ -295,6 +312,9 @@ def model_inputs(
         nvls = _nvls_graph(topology, ranks, multi, compcap, search)
         if nvls is not None:
             graphs["nvls" if not multi else "nvls_tree"] = nvls
+    if multi:
+        lat = _reported_latency_us(topology, ranks)
+        graphs = {a: replace(g, latency_inter_us=lat) for a, g in graphs.items()}
     nvls_nc = nvls_channel_count(topology, ranks)
     m = ModelInputs(len(chosen), nnodes, arch, graphs, nvls_channels=nvls_nc)
     comm = comm_channels_for(m)

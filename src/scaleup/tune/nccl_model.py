@@ -161,8 +161,10 @@ class Graph:
     """What ``ncclTopoTuneModel`` reads of one searched graph (``struct ncclTopoGraph``):
     channels, per-channel bandwidth inside a node and across nodes (GB/s), whether the
     intra-node links are NVLink (``typeIntra == LINK_NVL``: NVLINK latencies, else PCI),
-    ``latencyInter`` (us, the NIC's; 0 for the NICs here) and whether NCCL's tree search fell
-    back to the simple TREE pattern (``maxTreePattern``, x0.85 on tree bandwidth)."""
+    ``latencyInter`` (us: what the network plugin reports for its NICs, 0 for NCCL's own
+    InfiniBand / RoCE transport, 75 for EFA; the catalog NIC's ``reported_latency_s``) and
+    whether NCCL's tree search fell back to the simple TREE pattern (``maxTreePattern``, x0.85
+    on tree bandwidth)."""
 
     n_channels: int
     bw_intra: float
