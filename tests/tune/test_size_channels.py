@@ -74,3 +74,25 @@ def test_nvls_tree_channels_follow_ncclnvlstreesm100tuning() -> None:
         inputs = model_inputs(topo)
         assert inputs is not None
         assert nvls_channels(inputs, "nvls_tree") == expected
+
+
+def test_nvls_tree_chunks_follow_calccollchunking() -> None:
+    """NVLS-Tree's chunk (enqueue.cc lines 2276-2286) by hand on 2 x DGX H100 (16 channels x 8
+    heads = 128 concurrent ops, 128 KiB from ncclNvlsTuning). 128 MiB is not under 4 x 128 x
+    128 KiB = 64 MiB, so the chunk stays 128 KiB (the 16x rule only cuts chunks above 128 KiB):
+    each head and channel moves 128 MiB / 128 / 128 KiB = 8 chunks. 16 MiB is under 64 MiB, so
+    the chunk halves to 64 KiB: 2 chunks. 1 MiB is under 1 x 128 x 64 KiB: 32 KiB. 1 GiB: 64
+    chunks of 128 KiB, capped at 16."""
+    from scaleup.tune.size_channels import nvls_tree_chunk_bytes
+
+    topo = resolve_topology("2xdgx-h100")
+    assert nvls_tree_chunk_bytes(topo, None, 128 << 20, 128) == 128 << 10
+    assert nvls_tree_chunk_bytes(topo, None, 16 << 20, 128) == 64 << 10
+    assert nvls_tree_chunk_bytes(topo, None, 1 << 20, 128) == 32 << 10
+    session = TuneSession()
+    for nbytes, chunks in ((16 << 20, 2), (128 << 20, 8), (1 << 30, 16)):
+        [choice] = session.sweep(topo, BenchRequest(sizes_bytes=(nbytes,)))
+        assert (choice.algorithm, choice.chunks) == ("nvls_tree", chunks), nbytes
+    # four nodes and more: 64 KiB (nvlsTreeMaxChunkSize); NVL72 racks of 400G: 64 KiB
+    assert nvls_tree_chunk_bytes(resolve_topology("4xdgx-h100")) == 64 << 10
+    assert nvls_tree_chunk_bytes(resolve_topology("2xgb200-nvl72")) == 64 << 10
