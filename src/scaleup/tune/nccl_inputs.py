@@ -44,7 +44,6 @@ What this leaves out (docs/models.md, "NCCL's selection"): NCCL's search timeout
 crossNic / typeIntra passes, the balanced tree's half-count of the NIC on its first GPU, PCIe
 generations beyond the x16 scale, and the host CPU (``cpu="other"``: NCCL's 1 us network
 overhead and the Intel row of ``llMaxBws``).
-
 """
 
 from __future__ import annotations

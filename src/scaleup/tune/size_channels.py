@@ -48,8 +48,8 @@ from scaleup.tune.rules import Candidate
 
 __all__ = [
     "NVLS_CHANNELS",
-    "THREAD_THRESHOLD",
     "NVLS_CHUNK_BYTES",
+    "THREAD_THRESHOLD",
     "ChannelTrim",
     "nvls_channel_count",
     "nvls_tree_chunk_bytes",
@@ -136,12 +136,9 @@ def nvls_channel_count(topology: Topology, ranks: Sequence[int] | None = None) -
     ...  ("dgx-h100", "hgx-b200", "2xgb200-nvl72", "4xgb200-nvl72", "4xhgx-b300:nic=ib-xdr")]
     [16, 24, 32, 24, 24]
     """
-    accs = topology.accelerators
-    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-    rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
+    rows, nodes = _rows_and_nodes(topology, ranks)
     if rows != {"blackwell"}:
         return NVLS_CHANNELS["default"]
-    nodes = Counter(analysis.rank_nodes(topology, ranks))
     if len(nodes) == 1:
         return NVLS_CHANNELS["blackwell"]
     return sm100_multi_node_channels(len(nodes), min(nodes.values()), _nic_gb_per_s(topology))
@@ -222,10 +219,7 @@ def nvls_tree_chunk_bytes(
     ...  for s in (128, 16, 8, 1)]
     [128, 64, 64, 32]
     """
-    accs = topology.accelerators
-    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-    rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
-    nodes = Counter(analysis.rank_nodes(topology, ranks))
+    rows, nodes = _rows_and_nodes(topology, ranks)
     if rows == {"blackwell"} and len(nodes) > 1:
         chunk = sm100_tree_chunk_bytes(len(nodes), min(nodes.values()), _nic_gb_per_s(topology))
     else:
@@ -236,6 +230,17 @@ def nvls_tree_chunk_bytes(
         if nbytes < chunks * concurrent_ops * chunk and chunk > floor:
             chunk = floor
     return chunk
+
+
+def _rows_and_nodes(
+    topology: Topology, ranks: Sequence[int] | None
+) -> tuple[set[str], Counter[int]]:
+    """The group's architecture rows (:data:`scaleup.sim.params.ARCH_ALIASES`) and its ranks
+    per node."""
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    rows = {P.ARCH_ALIASES.get(str(hardware.accelerator(a.type).arch), "default") for a in chosen}
+    return rows, Counter(analysis.rank_nodes(topology, ranks))
 
 
 def _nic_gb_per_s(topology: Topology) -> float:
