@@ -88,7 +88,12 @@ def test_traffic(m: int, g: int, heads: tuple[int, ...] | None) -> None:
     assert np.all(src_in == count)
     assert np.all(dst_in == count)
     assert crossing == 2 * (m - 1) * count
-    assert len(np.unique(t.channel)) == 2
+    # channel c: tag 2c for the in-switch phases and local folds, 2c + 1 for the tree leg
+    assert set(np.unique(t.channel).tolist()) == ({0, 1, 2, 3} if m > 1 else {0, 2})
+    for op, tag in zip(s.ops, t.channel.tolist(), strict=True):
+        p2p = op.kind is not OpKind.SWITCH_REDUCE
+        across = p2p and op.srcs[0].rank // g != op.dsts[0].rank // g
+        assert tag % 2 == int(across)
 
 
 @pytest.mark.parametrize("m", [2, 3, 4, 5, 6])
@@ -101,7 +106,9 @@ def test_tree1_is_tree0_moved_op_for_op(m: int) -> None:
     spec = CollectiveSpec("all_reduce", m * g, m * g * 4)
     t = build_schedule("nvls_tree", spec, ranks_per_node=g, channels=2).table
     phi = (m - 1 - np.arange(m)) if m % 2 == 0 else (np.arange(m) + 1) % m
-    zero, one = np.flatnonzero(t.channel == 0), np.flatnonzero(t.channel == 1)
+    lane = t.channel // 2  # tags 2c (in-switch) and 2c + 1 (tree leg) are channel c's
+    zero, one = np.flatnonzero(lane == 0), np.flatnonzero(lane == 1)
+    assert np.array_equal(t.channel[zero] % 2, t.channel[one] % 2)
     assert len(zero) == len(one)
     assert np.array_equal(t.kind[zero], t.kind[one])
     assert np.array_equal(phi[t.rank[zero] // g] * g + t.rank[zero] % g, t.rank[one])

@@ -157,3 +157,34 @@ def test_nvls_tree_pays_nccls_one_nvls_step_for_its_two_in_switch_phases():
     model_us = algo_time_us(model_inputs(two), "all_reduce", "nvls_tree", "simple", 8)
     assert model_us == pytest.approx(25 + 2 * 20.9, abs=0.1)
     assert 0 < choice.time_s * 1e6 - (model_us + 4.0) < 1.0
+
+
+def test_two_server_nvls_tree_leg_runs_at_nccls_per_head_rate():
+    """NCCL's perChMaxNVLSTreeBws (tuning.cc lines 205-211): a Hopper NVLS-Tree head carries at
+    most 57.7 GB/s of bus bandwidth on two nodes. By hand on 2 x DGX H100 (8 heads, N = 16
+    ranks): algbw 8 x 57.7 x 16 / 30 = 246.1 GB/s, busbw 461.6, under the NVLink bound (S (1 +
+    1/8) over 0.85 x 370.8 GB/s a direction: 525.3) and the NICs' (8 x 50 GB/s: 750), so at
+    8 GiB the cap is what binds. Each head roots 8 of the 16 channels' trees and issues their
+    leg: 57.7e9 x 16 / 30 / 8 = 3.85 GB/s a leg thread block. From three servers no cap applies
+    (the NIC binds first: 4 x DGX H100 runs at its NIC bound, 367 GB/s)."""
+    import numpy as np
+
+    from scaleup.bench import busbw_gb_per_s
+    from scaleup.tune import BenchRequest
+
+    two = resolve_topology("2xdgx-h100:nic=ib-ndr")
+    spec, params = _spec_params(two, 16, 2)
+    compiled = compile_schedule(build_schedule("nvls_tree", spec, **params), two)
+    caps = compiled.tree_leg_caps()
+    leg = compiled.cta_channel % 2 == 1
+    assert leg.any()
+    assert (~leg).any()
+    assert np.allclose(caps[leg], 57.7e9 * 16 / 30 / 8)
+    assert np.isinf(caps[~leg]).all()
+    [choice] = TuneSession().sweep(two, BenchRequest(sizes_bytes=(8 << 30,), algorithm="nvls_tree"))
+    _, busbw = busbw_gb_per_s("all_reduce", 8 << 30, choice.time_s, 16)
+    assert 0.98 * 461.6 < busbw <= 461.6 * 1.0001
+    four = resolve_topology("4xdgx-h100:nic=ib-ndr")
+    spec4, params4 = _spec_params(four, 16, 1)
+    whole4 = compile_schedule(build_schedule("nvls_tree", spec4, **params4), four)
+    assert np.isinf(whole4.tree_leg_caps()).all()

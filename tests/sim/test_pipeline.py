@@ -147,11 +147,14 @@ def test_connection_order_by_one_key_is_the_column_sort(
 
 @pytest.mark.parametrize("size", [1 << 30, 8 << 30])
 def test_nvls_tree_chunk_count_does_not_change_the_time(size: int) -> None:
-    """NVLS-Tree on 2 x 8 H100 stepping NCCL's NVLS-Tree chunk: 4, 16 and 64 chunks agree
-    within 1%. A chunk's ops wait for the previous chunk's on their connection (a channel runs
-    its chunks in order), but that wait orders bytes only, so each chunk's in-switch step and
-    network latency overlap the previous chunk's transfer, as NCCL_STEPS slots let them; when
-    the wait also held the latency, 64 chunks took twice as long as 16."""
+    """NVLS-Tree on 2 x 8 H100 stepping NCCL's NVLS-Tree chunk: 16 and 64 chunks agree within
+    1%, 4 within 3%. A chunk's ops wait for the previous chunk's on their connection (a channel
+    runs its chunks in order), but that wait orders bytes only, so each chunk's in-switch step
+    and network latency overlap the previous chunk's transfer, as NCCL_STEPS slots let them; when
+    the wait also held the latency, 64 chunks took twice as long as 16. With the tree leg at
+    NCCL's per-head rate (params.NVLS_TREE_BUS_BYTES_PER_S: one leg thread block carries a
+    channel's up and down ops of every chunk) a residue per chunk remains: 4 chunks run 2.3%
+    faster than 64 at 1 GiB."""
     from scaleup.tune.size_channels import nvls_tree_chunk_bytes
 
     topo = resolve_topology("2xdgx-h100")
@@ -167,7 +170,8 @@ def test_nvls_tree_chunk_count_does_not_change_the_time(size: int) -> None:
             "simple", scale=size / 4 / count, step_bytes=step
         )
         times.append(run.time_s)
-    assert max(times) / min(times) - 1 < 0.01, times
+    assert max(times[1:]) / min(times[1:]) - 1 < 0.01, times
+    assert max(times) / min(times) - 1 < 0.03, times
 
 
 def test_a_wait_on_the_connection_predecessor_orders_bytes_only() -> None:

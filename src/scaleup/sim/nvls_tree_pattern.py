@@ -105,10 +105,11 @@ class NvlsTreePattern(Pattern):
         compiled = CompiledSchedule(schedule, topology, None, net)
         if not all(routes_follow(compiled, move) for move in moves):
             return None
-        parity = reps.table.channel.astype(np.int64) % 2  # the tree each representative rides
+        # tag 2c + leg (the builder): the tree each representative rides is c's parity
+        parity = reps.table.channel.astype(np.int64) // 2 % 2
         per_tree = np.array([k, 0]) if mirror else np.array([(k + 1) // 2, k // 2])
         multiplicity = (h // len(kept) * per_tree[parity]).astype(np.float64)
-        pattern = cls(compiled, multiplicity, moves, int(multiplicity.sum()), k)
+        pattern = cls(compiled, multiplicity, moves, int(multiplicity.sum()), 2 * k)
         if pattern.quotient(protocol("simple")) is None:  # orbits do not close: none will
             return None
         return pattern
@@ -140,7 +141,8 @@ def _moves(
     None when nothing moves."""
     rank = np.arange(m * g, dtype=np.int64)
     server, local = rank // g, rank % g
-    tags = np.arange(k, dtype=np.int64)
+    tags = np.arange(2 * k, dtype=np.int64)  # channel c's tags 2c (in-switch) and 2c + 1 (leg)
+    lane, leg = tags // 2, tags % 2
     moves = []
     rotation = g
     for d in range(step, g, step):  # (one head: nothing to rotate)
@@ -151,13 +153,14 @@ def _moves(
                 moves.append(move)
                 break
     if k > 2:
-        move = _move(net, topology, rank, np.where(tags + 2 < k, tags + 2, tags % 2))
+        copy = np.where(lane + 2 < k, lane + 2, lane % 2)
+        move = _move(net, topology, rank, 2 * copy + leg)
         if move is None:  # a cycle of the channels within each tree parity
             return None
         moves.append(move)
     mirrored = False
     if phi is not None:
-        move = _move(net, topology, phi[server] * g + local, tags ^ 1)
+        move = _move(net, topology, phi[server] * g + local, 2 * (lane ^ 1) + leg)
         if move is not None:
             moves.append(move)
             mirrored = True

@@ -20,6 +20,7 @@ from typing import Final
 __all__ = [
     "ARCH_ALIASES",
     "CTA_BYTES_PER_S",
+    "NVLS_TREE_BUS_BYTES_PER_S",
     "FORWARD_HBM_ACCESSES",
     "HBM_EFFICIENCY",
     "HOST_MEMORY_EFFICIENCY",
@@ -373,6 +374,20 @@ ARCH_ALIASES: Final = MappingProxyType(
 #: Blackwell 0.74 (0 before Hopper: no NVLS). Applied as 1/efficiency bytes of link capacity per
 #: byte of a switch_reduce.
 NVLS_EFFICIENCY: Final = MappingProxyType({"hopper": 0.85, "blackwell": 0.74, "default": 0.85})
+#: Most bus bandwidth one NVLS-Tree head sustains per NCCL channel across two servers, by
+#: architecture: NCCL's tuning.cc perChMaxNVLSTreeBws (NVIDIA/nccl @5067397c lines 205-211,
+#: from NCCL 2.28.3): Hopper 57.7, Blackwell 96 GB/s for two nodes. It is NVIDIA's figure for
+#: what a head's tree leg (the reduce warps' send to the network, the broadcast warps' receive
+#: from it: src/device/all_reduce.h, NVLS_TREE) moves when neither NVLink nor the NIC bounds it;
+#: no hardware figure gives that rate. NCCL's model converts busBw to algbw by N / 2(N - 1)
+#: (tuning.cc line 379), so one head moves its slice at ``rate x N / 2(N - 1)``
+#: (:meth:`scaleup.sim.simulate.CompiledSchedule.tree_leg_caps`). Used like
+#: :data:`CTA_BYTES_PER_S`'s LL128 row (the same table's perChMaxRingLL128Bws). Two servers
+#: only: from three, NCCL's N4 figures (45.5 / 80) never bind, because each head's NIC carries
+#: twice a two-node head's bytes and binds first (the simulated NIC; NCCL's own model takes
+#: bwInter / 2 there, tuning.cc line 320), and a head's share of the leg then depends on its
+#: place in the two trees.
+NVLS_TREE_BUS_BYTES_PER_S: Final = MappingProxyType({"hopper": 57.7e9, "blackwell": 96e9})
 #: Hopper/Blackwell NVLS semantics: the reduced result returns to the issuing GPU (multimem
 #: .ld_reduce), which multicasts it (multimem.st); the switch does not forward a reduction into a
 #: multicast by itself. So a switch_reduce of c bytes by N sources into M destinations moves

@@ -43,6 +43,7 @@ class RankOps:
         self.tags = [int(x) for x in np.unique(self.chan)]
         self._peer_cache: dict[int, np.ndarray | None] = {}
         self._by_key: dict[bytes, list[int]] | None = None
+        self._links: set[tuple[int, int]] | None = None
 
     def _ops(self, rank: int, tag: int) -> np.ndarray:
         g = rank * self.width + tag
@@ -109,15 +110,59 @@ class RankOps:
         """Each channel tag's image: the tag whose ops are its ops with every rank moved by
         ``sigma`` (the same tag when it qualifies: channels alike map to themselves)."""
         by_key = self._tags_by_key()
+        candidates = {tag: by_key.get(key, []) for tag, key in self._tag_keys(sigma).items()}
+        if not all(candidates.values()):
+            return None
+        kappa = self._pick_tags(candidates, list(candidates), None)
+        if kappa is None or self._keeps_links(kappa):
+            return kappa
+        # Tags alike on their own but tied to others by dependencies (NVLS-Tree's in-switch tag
+        # 2c and tree-leg tag 2c + 1): the tags with fewest candidates first, each choosing a
+        # candidate its already-mapped dependency partners allow (the op map needs it anyway).
+        order = sorted(candidates, key=lambda tag: (len(candidates[tag]), tag))
+        return self._pick_tags(candidates, order, self._tag_links())
+
+    def _pick_tags(
+        self, candidates: dict[int, list[int]], order: list[int],
+        links: set[tuple[int, int]] | None,
+    ) -> dict[int, int] | None:  # fmt: skip
+        """One tag image per tag, in ``order``: the tag itself where free and allowed, else the
+        first allowed free candidate (``links``: dependency tag pairs that must map to such
+        pairs; None: no such check)."""
         kappa: dict[int, int] = {}
         taken: set[int] = set()
-        for tag, key in self._tag_keys(sigma).items():
-            free = [x for x in by_key.get(key, []) if x not in taken]
+        for tag in order:
+            free = [x for x in candidates[tag] if x not in taken]
+            if links is not None:
+                free = [x for x in free if self._allowed(tag, x, kappa, links)] or free
             if not free:
                 return None
             kappa[tag] = tag if tag in free else free[0]
             taken.add(kappa[tag])
         return kappa
+
+    @staticmethod
+    def _allowed(tag: int, image: int, kappa: dict[int, int], links: set[tuple[int, int]]) -> bool:
+        """Whether ``tag -> image`` keeps every dependency pair with an already-mapped tag."""
+        forward = all((image, kappa[b]) in links for a, b in links if a == tag and b in kappa)
+        backward = all((kappa[a], image) in links for a, b in links if b == tag and a in kappa)
+        return forward and backward
+
+    def _keeps_links(self, kappa: dict[int, int]) -> bool:
+        """Whether ``kappa`` maps every dependency tag pair onto one."""
+        links = self._tag_links()
+        return all((kappa.get(a, a), kappa.get(b, b)) in links for a, b in links)
+
+    def _tag_links(self) -> set[tuple[int, int]]:
+        """The (tag of an op, tag of an op it depends on) pairs of different tags."""
+        if self._links is None:
+            t = self.table
+            owner = np.repeat(self.chan, np.diff(t.dep_ptr))
+            dep = self.chan[np.asarray(t.dep_idx, dtype=np.int64)]
+            pairs = np.unique(owner * self.width + dep)
+            a, b = pairs // self.width, pairs % self.width
+            self._links = {(int(x), int(y)) for x, y in zip(a, b, strict=True) if x != y}
+        return self._links
 
     def alike_tags(self) -> list[list[int]]:
         """The channel tags in classes of identical ops: every rank's ops of the tag, in order,

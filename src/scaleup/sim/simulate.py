@@ -138,12 +138,49 @@ class CompiledSchedule:
         accs = self.topology.accelerators
         cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
                             for r in self.cta_rank])  # fmt: skip
+        if proto.library == "nccl":
+            cta_cap = np.minimum(cta_cap, self.tree_leg_caps())
         capacity = np.r_[net.capacity, cta_cap]
         latency = self._step_latency(proto) + self.op_route_latency
         memo: dict[bytes, Any] = RateMemo()  # every run of this protocol's, within a budget
         out = (system, capacity, latency, memo)
         self._per_protocol[proto.name] = out
         return out
+
+    def tree_leg_caps(self) -> np.ndarray:
+        """Per thread block, the most payload per second it moves as the tree leg of a
+        two-server NVLS-Tree (tag ``2c + 1``, :mod:`scaleup.collectives.algorithms.nvls_tree`),
+        else inf: NCCL's per-head rate (:data:`~scaleup.sim.params.NVLS_TREE_BUS_BYTES_PER_S`
+        x N / 2(N - 1)) over the channels the head issues the leg on. With two servers the root
+        of a channel's tree issues its leg both ways, and each head is the root of the channels
+        of one parity: ceil(k / 2) of them for tree 0, floor(k / 2) for tree 1. Read from the
+        schedule's parameters, so a pattern's representatives get the whole schedule's caps."""
+        caps = np.full(self.n_cta, np.inf)
+        s = self.schedule
+        g, n = s.params.get("ranks_per_node"), s.nranks
+        if s.algorithm != "nvls_tree" or not g or n != 2 * int(g):
+            return caps
+        k = int(s.params.get("channels", 1))
+        accs = self.topology.accelerators
+        for i, (r, tag) in enumerate(zip(self.cta_rank.tolist(), self.cta_channel.tolist(),
+                                         strict=True)):  # fmt: skip
+            arch = P.ARCH_ALIASES.get(str(hardware.accelerator(accs[int(r)].type).arch), "")
+            bus = P.NVLS_TREE_BUS_BYTES_PER_S.get(arch)
+            if tag % 2 == 0 or bus is None:
+                continue
+            rooted = (k + 1) // 2 if tag // 2 % 2 == 0 else k // 2
+            caps[i] = bus * n / (2 * (n - 1)) / max(rooted, 1)
+        return caps
+
+    def cta_names(self) -> tuple[str, ...]:
+        """Each thread block's constraint name: ``r<accelerator>.cta``, or
+        ``r<accelerator>.nvls-tree-leg`` where NCCL's NVLS-Tree head rate caps it
+        (:meth:`tree_leg_caps`)."""
+        leg = np.isfinite(self.tree_leg_caps())
+        return tuple(
+            f"r{int(r)}.{'nvls-tree-leg' if capped else 'cta'}"
+            for r, capped in zip(self.cta_rank.tolist(), leg.tolist(), strict=True)
+        )
 
     def _step_latency(self, proto: Protocol) -> np.ndarray:
         """Per op, the protocol's step latency for its link class (``proto`` already adapted to

@@ -231,7 +231,8 @@ def _nvls_tree_all_reduce(
     node = np.zeros(fabric.n_nodes)
     node[fabric.node_of_rank[::g]] = server  # block b is server b's ranks
     depth = max(_depth(p) for p in dtrees)
-    t = Terms(generic.rank_out, generic.rank_in, node, node, tags=ch,
+    # tags: channel c's in-switch phases on 2c, its tree leg on 2c + 1 (the builder)
+    t = Terms(generic.rank_out, generic.rank_in, node, node, tags=2 * ch,
                fabric_bytes=2 * m * s + 2 * (m - 1) * s, chain=2 * depth,
                switch_chain=1)  # fmt: skip  # its two in-switch phases share one NVLS step
     t.nvls_out = t.nvls_in = s * _nvls_inflate(fabric)

@@ -257,7 +257,7 @@ def bound_of(
     busy = load / capacity
     i = int(np.argmax(busy)) if len(busy) else 0
     net = compiled.net
-    names = net.constraint_names + tuple(f"r{int(r)}.cta" for r in compiled.cta_rank)
+    names = net.constraint_names + compiled.cta_names()
     ckind = _constraint_kind(compiled, i) if len(busy) else "none"
     if ckind == "thread block":
         payload[i] = load[i]  # a thread block's capacity is payload bytes per second

@@ -5,8 +5,8 @@ NCCL's names map to the library's as its collectives do (``ncclFuncAllReduce`` -
 ``all_reduce``): ``NCCL_ALGO_NVLS_TREE`` (``NCCL_ALGO=NVLSTree``) -> ``nvls_tree``.
 
 Ranks ``N * g .. N * g + g - 1`` form server ``N`` (``g = ranks_per_node``; default: the whole
-world is one server). Every lane (``chunks x channels`` near-equal regions of the count, channel
-tag = channel) is cut into one slice per *head*: ``heads`` lists the local ranks that head a
+world is one server). Every lane (``chunks x channels`` near-equal regions of the count) is cut
+into one slice per *head*: ``heads`` lists the local ranks that head a
 slice (default every local rank; the tuner passes one per NIC, NCCL's ``nvlsHeads``). Slice
 ``h`` of a lane, with ``head(N) = N * g + heads[h]``:
 
@@ -28,6 +28,12 @@ slice (default every local rank; the tuner passes one per NIC, NCCL's ``nvlsHead
     phase 1   server N: sw-reduce inputs of N.0..N.3 -> N.1
     phase 2   1.1 -R-> 0.1 (0.1 holds the sum), then 0.1 -C-> 1.1
     phase 3   server N: N.1 -multicast-> N.0..N.3
+
+Channel ``c``'s in-switch phases and a head's local folds run on thread-block tag ``2c``, its
+tree leg (the copies and reductions between two servers' heads) on tag ``2c + 1``: NCCL's kernel
+runs the leg in warp groups of its own (src/device/all_reduce.h, NVLS_TREE: reduce-and-send,
+receive-and-multicast), and the simulator caps the leg with NCCL's per-channel NVLS-Tree rate
+(:data:`scaleup.sim.params.NVLS_TREE_BUS_BYTES_PER_S`) without slowing the in-switch phases.
 
 Each rank sends its whole buffer into its switch and receives it back (``S`` each way), a head
 also ``S / H`` each way for its own slice; a head sends and receives ``S / H`` through its NIC
@@ -198,6 +204,16 @@ def _template(g: int, parents: list[int]) -> _Template:
     )  # fmt: skip
 
 
+def _tree_leg(tpl: _Template) -> np.ndarray:
+    """Per template op, 1 for the tree leg (a copy or reduction between two servers' heads),
+    0 for the in-switch phases and a head's local folds: the leg's thread-block tag."""
+    src_ptr = np.concatenate([[0], np.cumsum(tpl.n_src)])[:-1]
+    dst_ptr = np.concatenate([[0], np.cumsum(tpl.n_dst)])[:-1]
+    p2p = (tpl.kind == int(OpKind.REDUCE)) | (tpl.kind == int(OpKind.COPY))
+    across = tpl.src[src_ptr, 0] != tpl.dst[dst_ptr, 0]
+    return (p2p & across).astype(np.int64)
+
+
 def _image(tpl: _Template, phi: np.ndarray) -> _Template:
     """``tpl`` with every server ``v`` renamed ``phi[v]``: the same ops in the same order, so
     that tree 1's slice is tree 0's moved by ``phi`` op for op (a parent reduces the images of
@@ -244,6 +260,7 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     tpl = [first, _template(g, tree1) if phi is None else _image(first, phi)]
     which = channel % 2  # channel c rides tree c % 2
     s, p = len(keep), len(tpl[0].kind)
+    leg = _tree_leg(tpl[0])
 
     def per_op(name: str) -> np.ndarray:  # (S, P, ...) from the slices' templates (the two
         # trees are relabellings of one shape: their templates have the same sizes)
@@ -262,7 +279,8 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
         _rows(per_op("src"), g, local, offset, spec.count), per_op("n_dst").ravel(),
         _rows(per_op("dst"), g, local, offset, spec.count),
         np.repeat(size, p), (per_op("issuer") * g + local[:, None]).ravel(),
-        np.repeat(channel, p), per_op("step").ravel(), n_deps=valid.sum(axis=2).ravel(),
+        (2 * channel[:, None] + leg[None, :]).ravel(), per_op("step").ravel(),
+        n_deps=valid.sum(axis=2).ravel(),
         dep_idx=deps[valid],
     )  # fmt: skip
     fan = max(max(Counter(p for p in t if p >= 0).values(), default=0) for t in (tree0, tree1))
