@@ -201,9 +201,33 @@ SYSTEMS: tuple[SystemModel, ...] = (
         "20xgb200-nvl72:nic=ib-ndr",
         note="one ConnectX-7 NDR 400G NIC per GPU (four per 4-GPU compute tray: NVIDIA DGX GB200 "
         "SuperPOD reference architecture, as cited in ai-dynamo/aisimulate PR #192)",
-        exclude="1440 ranks: not simulated by this script (its time budget); the topology is "
+        exclude="1440 ranks with NVLS off (NCCL_NVLS_ENABLE=0 in the run's script): a ring or "
+        "tree, not simulated by this script (its time budget); the topology is "
         "`20xgb200-nvl72:nic=ib-ndr`",
         simulate=False,
+    ),
+    SystemModel(
+        "CoreWeave GB200 NVL72 x2 racks (144 GPUs)",
+        "2xgb200-nvl72:nic=ib-ndr",
+        note="two NVL72 racks, one ConnectX-7 NDR 400G NIC per GPU (as the 20 racks); the runs "
+        "set NCCL_NVLS_ENABLE=0, so NCCL ran a ring or a tree",
+        exclude="NVLS off (NCCL_NVLS_ENABLE=0 in the run's scripts): a ring or tree over 144 "
+        "ranks, which the simulator does not time within this script's budget (over 10 minutes "
+        "for one size: `NCCL_NVLS_ENABLE=0 scaleup bench --topology 2xgb200-nvl72:nic=ib-ndr "
+        "-b 512M -e 512M`)",
+        simulate=False,
+    ),
+    SystemModel(
+        "CoreWeave HGX H100 x2 nodes (8x 400G IB per node)",
+        "2xdgx-h100:nic=ib-ndr",
+        note="NCCL_IB_HCA=ibp: InfiniBand, one NIC per GPU; the rate is not stated (400G NDR "
+        "assumed, as HGX H100 nodes carry); NVLS-Tree does not reach the NIC bound on two nodes",
+    ),
+    SystemModel(
+        "CoreWeave HGX B200 x2 nodes (8x 400G IB per node)",
+        "2xhgx-b200:nic=ib-ndr",
+        note="NCCL_IB_HCA=ibp: InfiniBand, one NIC per GPU; the rate is not stated (400G NDR "
+        "assumed); the simulated NVLS-Tree is bound by those NICs",
     ),
     SystemModel(
         "2x DGX A100 (RDMA)",
@@ -339,6 +363,9 @@ MULTI_NODE: frozenset[str] = frozenset(
         "DGX A100 multi-node (maintainer statement)",
         "CoreWeave GB200 NVL72 full rack (72 GPUs; 18 compute trays)",
         "CoreWeave GB200 NVL72 x20 racks (1440 GPUs)",
+        "CoreWeave GB200 NVL72 x2 racks (144 GPUs)",
+        "CoreWeave HGX H100 x2 nodes (8x 400G IB per node)",
+        "CoreWeave HGX B200 x2 nodes (8x 400G IB per node)",
         "2x DGX A100 (RDMA)",
         "3x GB200 NVL8 partitions (24 GPUs; one per rack)",
         "3x GB200 NVL4 partitions (12 GPUs; one per rack)",
@@ -380,9 +407,12 @@ MODEL_NOTES: tuple[str, ...] = (
     "-1.3% to +28.1% / +14.2% / +7.5%: the simulated NVLS-Tree now reaches NVLS's NVLink bound "
     "(busbw 525 GB/s on 16 ranks) at 8-16 GiB, where two-node measurements stop at ~93% of it "
     "(487 here, ~470-480 in nccl-tests #319 / #309) and one node's NVLS at 98%. The earlier "
-    "agreement came from the per-chunk wait, not from a mechanism; what the second node costs "
-    "at large sizes is not modelled (NCCL's own model caps NVLS-Tree with a tuning figure, "
-    "perChMaxNVLSTreeBws 57.7 GB/s per head: 461.6 GB/s busbw, 5% under this row). "
+    "agreement came from the per-chunk wait, not from a mechanism. The tree leg of a two-node "
+    "NVLS-Tree now runs at NVIDIA's per-head rate (tuning.cc perChMaxNVLSTreeBws, Hopper two "
+    "nodes 57.7 GB/s of busbw a head: 461.6 GB/s on 8 heads; docs/models.md section 5), taken "
+    "as the LL128 per-channel rate of the same table is: +28.1% / +14.2% / +7.5% -> +13.5% / "
+    "+1.2% / -5.4% at 128 MiB / 1 GiB / 16 GiB, and the other two-node H100 figures sit around "
+    "it (CoreWeave 440.6 at 8 GiB, -4.4% in its own system; #309 470 at its peak). "
     "NVLS-Tree's two in-switch phases (ld_reduce into the head, multicast from it) share one "
     "NVLS step (25 us), as NCCL's model charges NVLS_TREE intraLat once (tuning.cc lines "
     "427-428).",
@@ -504,16 +534,21 @@ MODEL_NOTES: tuple[str, ...] = (
     "parameter is moved for it. The ramp (+69% at 512 MiB) adds NCCL's NVLS chunk shrinking "
     "(enqueue.cc calcCollChunking lines 2263-2274: 128 KiB chunks cut to 64 / 32 / 16 KiB when "
     "bytes < 64 / 8 / 2 x channels x heads x chunk), which the simulator does not model. "
-    "CoreWeave's 20 racks (1440 GPUs; outside this script's time budget, 2.5-4 minutes by "
-    "`scaleup bench --topology 20xgb200-nvl72:nic=ib-ndr -b 512M -e 4G`): simulated NVLS-Tree "
-    "664 / 758 / 858 / 936 GB/s (620 / 689 / 721 / 741 before NVLS-Tree was pipelined as NCCL "
-    "runs it, docs/models.md section 13) against 151 / 219 / 287 / 346 measured at 512 MiB-4 "
-    "GiB. The "
-    "measured times fit a fixed ~4.8 ms plus 215 GB/s of algbw, a fixed part the size of a "
-    "1440-rank ring's latency (NCCL's own model, reproduced in scaleup.tune.nccl_model: ring "
-    "LL128 6.97 ms at 512 MiB and ring Simple 24.3 ms at 4 GiB, against 7.11 / 24.8 ms "
-    "measured), so NCCL probably ran a ring there, not the NVLS-Tree its model ranks first "
-    "(0.97 ms at 512 MiB; why NVLS-Tree was not run, the source does not say); not explained.",
+    "The single rack's run (coreweave/nccl-tests PR #43, 2025-02-20) had NVLS on "
+    "(NCCL_NVLS_ENABLE=1 in the PR's script, NCCL 2.25.1); the repository disabled NVLS in its "
+    "GB200 scripts two months later ('fix(slurm): disable NVLS', a736384), which no commit "
+    "explains. "
+    "CoreWeave's 20 racks (1440 GPUs) and 2 racks (144 GPUs): explained, not simulated. Their "
+    "runs set NCCL_NVLS_ENABLE=0 (the slurm script of PR #48 at 5ceab10, and the scripts and "
+    "MPIJob at bee97e7, whose README posts both outputs with NCCL 2.26.2), so NCCL ran a ring "
+    "or a tree, not NVLS-Tree; the 20 racks' measured times fit a fixed ~4.8 ms plus 215 GB/s "
+    "of algbw, a fixed part the size of a 1440-rank ring's latency (NCCL's own model, "
+    "reproduced in scaleup.tune.nccl_model: ring LL128 6.97 ms at 512 MiB and ring Simple "
+    "24.3 ms at 4 GiB, against 7.11 / 24.8 ms measured). A ring or tree over 144 or 1440 "
+    "GB200 ranks is outside this script's time budget (over 10 minutes for one size on two "
+    "racks), so these rows are shown, not simulated. Before the runs' environment was read, "
+    "they were simulated with NVLS-Tree (20 racks: 664-936 GB/s against 151-346) and listed "
+    "as not explained.",
     "**Four NICs per eight GPUs (`nics=4`)**: NCCL's model (previous note) picks the ring on "
     "2x 8 A100 + 4 HDR (ring graph 4 channels x 24 GB/s; the tree's 4 channels, though raised "
     "to 48 GB/s inside the nodes on two nodes, are capped at 4 x perChMaxTreeBws 23.6): the "
@@ -758,11 +793,15 @@ def _simulate(
     algo: str | None,
     selection: str,
     ranks: int | None = None,
+    nvls_off: bool = False,
 ) -> tuple[float, float, str, str]:
+    """Time one row on its model; ``nvls_off``: the row's run set NCCL_NVLS_ENABLE=0, which
+    the tuner honours as `scaleup bench` does (:mod:`scaleup.tune.nccl_env`)."""
     from scaleup.bench import busbw_gb_per_s
     from scaleup.collectives.spec import itemsize, nccl_size_and_count
     from scaleup.topology import resolve_topology
     from scaleup.tune import BenchRequest, TuneSession
+    from scaleup.tune.nccl_env import read_nccl_env
 
     assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled systems
     topo = resolve_topology(model.topology)
@@ -772,9 +811,11 @@ def _simulate(
     size, _, _ = nccl_size_and_count(collective, nbytes, itemsize("float32"), n)
     # What `scaleup bench` runs: the pruned search (proven bounds; the same choice as `tune`'s
     # exhaustive one, which would simulate every 72-GPU chain tree of an NVL72 rack).
+    allowed = read_nccl_env({"NCCL_NVLS_ENABLE": "0"}).algorithms if nvls_off else None
     request = BenchRequest(
-        op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo, selection=selection
-    )
+        op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo, selection=selection,
+        algorithms=allowed,
+    )  # fmt: skip
     choice = TuneSession().sweep(topo, request)[0]
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
     return choice.time_s * 1e6, busbw, choice.algorithm, choice.protocol
@@ -795,7 +836,9 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
 
         selection = BenchRequest().selection
     out = []
-    cache: dict[tuple[str, str, int, str | None, int | None], tuple[float, float, str, str]] = {}
+    cache: dict[
+        tuple[str, str, int, str | None, int | None, bool], tuple[float, float, str, str]
+    ] = {}
     for row in rows:
         model = model_for(row.system)
         algo = algo_constraint(row.algo)
@@ -819,9 +862,12 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
             and sim_bytes is not None
         ):
             ranks = int(row.n_gpus) if model.ranks_per_row else None
-            key = (row.system, row.collective, sim_bytes, algo, ranks)
+            nvls_off = "nvls_enable=0" in row.algo.lower()
+            key = (row.system, row.collective, sim_bytes, algo, ranks, nvls_off)
             if key not in cache:
-                cache[key] = _simulate(model, row.collective, sim_bytes, algo, selection, ranks)
+                cache[key] = _simulate(
+                    model, row.collective, sim_bytes, algo, selection, ranks, nvls_off
+                )
             sim = cache[key]
         time_us, busbw, s_algo, s_proto = sim if sim else (None, None, None, None)
         measured_time = row.measured_time_us if row.bytes is not None else None
