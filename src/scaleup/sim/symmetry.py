@@ -183,7 +183,7 @@ def _generator(
         if sigma is None and guess is not None:
             sigma = guess(ranks.n, block, target)
             guess = None  # one guess: it does not depend on the tag
-        gen = None if sigma is None else _checked(c, ranks, sigma, ranks.tag_map(sigma))
+        gen = None if sigma is None else _checked(c, ranks, sigma, None)
         if gen is not None:
             return gen
     return None
@@ -229,9 +229,15 @@ def _checked(
     c: Bound, ranks: RankOps, sigma: np.ndarray, kappa: dict[int, int] | None
 ) -> Generator | None:
     """The generator (``sigma``, ``kappa``) if the ops, the fabric and every constraint follow
-    it, or None."""
+    it, or None. ``kappa`` None: the tag map the ops imply (:meth:`RankOps.tag_map`), read only
+    once the fabric follows ``sigma`` (the costlier test: on racks whose NICs follow no
+    rotation it used to run for every candidate rotation)."""
     tau = device_image(c.net, c.topology, sigma)
-    if tau is None or kappa is None:  # the fabric cannot follow, or no tag map
+    if tau is None:  # the fabric cannot follow
+        return None
+    if kappa is None:
+        kappa = ranks.tag_map(sigma)
+    if kappa is None:  # no tag map
         return None
     op_image = ranks.op_image(sigma, kappa)
     if op_image is None:

@@ -32,8 +32,10 @@ slice (default every local rank; the tuner passes one per NIC, NCCL's ``nvlsHead
 Channel ``c``'s in-switch phases and a head's local folds run on thread-block tag ``2c``, its
 tree leg (the copies and reductions between two servers' heads) on tag ``2c + 1``: NCCL's kernel
 runs the leg in warp groups of its own (src/device/all_reduce.h, NVLS_TREE: reduce-and-send,
-receive-and-multicast), and the simulator caps the leg with NCCL's per-channel NVLS-Tree rate
-(:data:`scaleup.sim.params.NVLS_TREE_BUS_BYTES_PER_S`) without slowing the in-switch phases.
+receive-and-multicast), and on two servers the simulator caps the leg with NCCL's per-head
+NVLS-Tree rate (:data:`scaleup.sim.params.NVLS_TREE_BUS_BYTES_PER_S`,
+:meth:`scaleup.sim.simulate.CompiledSchedule.tree_leg_caps`) without slowing the in-switch
+phases.
 
 Each rank sends its whole buffer into its switch and receives it back (``S`` each way), a head
 also ``S / H`` each way for its own slice; a head sends and receives ``S / H`` through its NIC
