@@ -8,6 +8,7 @@ subclass (what kind of file it is) and, for schema errors, how to name the entry
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -72,9 +73,41 @@ def validate(
     source: str,
     locate: Locate = deepest_error,
 ) -> Model:
-    """``data`` checked against ``schema``; ``error`` naming ``source`` and the entry if not."""
+    """``data`` checked against ``schema``; ``error`` naming ``source`` and the entry if not.
+    An integer too large for a float (TOML allows any length) in a float field makes pydantic's
+    finiteness check raise ``OverflowError``: refused by name instead."""
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         entry, rule = locate(exc)
         raise error(rule, source=source, entry=entry) from None
+    except OverflowError:
+        huge = _huge_int(data, ())
+        raise error(
+            "number too large (more than a float holds)",
+            source=source,
+            entry=None if huge is None else entry_name(huge),
+        ) from None
+
+
+#: Beyond this an int does not convert to a float (IEEE 754 double's largest finite value).
+_FLOAT_MAX = sys.float_info.max
+
+
+def _huge_int(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The location of the first int in ``data`` (dicts and lists) too large for a float."""
+    if isinstance(data, bool):
+        return None
+    if isinstance(data, int):
+        return loc if abs(data) > _FLOAT_MAX else None
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list):
+        items = enumerate(data)
+    else:
+        return None
+    for key, value in items:
+        found = _huge_int(value, (*loc, key))
+        if found is not None:
+            return found
+    return None

@@ -92,6 +92,18 @@ def test_a_file_with_a_huge_bandwidth_names_the_link() -> None:
     assert (info.value.source, info.value.entry) == ("f.toml", "links[0]")
 
 
+def test_an_integer_too_large_for_a_float_names_its_entry() -> None:
+    """TOML integers have any length; pydantic's finiteness check raised OverflowError on one
+    past a double's range (found by tests/fuzz/test_fuzz_topology_toml.py)."""
+    text = (
+        'name = "t"\n[[devices]]\nid = "g0"\ntype = "H100"\n[[devices]]\nid = "g1"\ntype = "H100"\n'
+        '[[links]]\na = "g0"\nb = "g1"\ntech = "nvlink4"\nbandwidth_gb_per_s = 1' + "0" * 400 + "\n"
+    )
+    with pytest.raises(TopologyFileError, match="too large") as info:
+        loads(text, source="f.toml")
+    assert (info.value.source, info.value.entry) == ("f.toml", "links[0].bandwidth_gb_per_s")
+
+
 @pytest.mark.parametrize(
     "text",
     [
