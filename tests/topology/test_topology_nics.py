@@ -45,3 +45,20 @@ def test_nics_must_divide_the_accelerators_per_server(value):
     assert "\n" not in text
     assert "nics" in text
     assert "must divide the 8 accelerators per server" in text
+
+
+def test_nvl4_partitions_ring_bound_by_their_nics() -> None:
+    """Three racks' 4-GPU NVLink partitions joined by one NDR NIC per GPU (nccl #1801's NVL4
+    case), NVLS off: every ring channel leaves each partition once, so the ring's busbw is at
+    most the partition's 4 NICs x 50 GB/s = 200 GB/s; the simulated ring reaches over 90% of it,
+    and the tree (a chain inside each partition, the network crossed once per partition and
+    direction) beats it, as the measurements do (196.7 ring, 234.4 tree)."""
+    from scaleup.bench import bench_rows
+    from scaleup.tune import BenchRequest
+
+    spec = "3xgb200-nvl72:gpus=4,nic=ib-ndr"
+    size = 16 << 30
+    ring = bench_rows(spec, BenchRequest(sizes_bytes=(size,), algorithm="ring"))[0]
+    tree = bench_rows(spec, BenchRequest(sizes_bytes=(size,), algorithm="tree"))[0]
+    assert 0.9 * 200.0 <= ring.busbw_gb_per_s <= 200.0
+    assert tree.busbw_gb_per_s > ring.busbw_gb_per_s

@@ -234,3 +234,32 @@ def test_parse_params() -> None:
 def test_nics_and_hosts_are_their_kinds() -> None:
     t = resolve_topology("2xpcie-8")
     assert {d.kind for d in t.devices} == set(NodeKind)
+
+
+@pytest.mark.parametrize("rack", ["gb200-nvl72", "gb300-nvl72", "vr-nvl72"])
+def test_nvl_rack_partitions(rack: str) -> None:
+    """``gpus=k``: an NVLink partition of a rack's first k GPUs, each still on every switch chip,
+    so the per-GPU rate is the whole rack's."""
+    whole = resolve_topology(rack)
+    part = resolve_topology(f"{rack}:gpus=4")
+    assert len(part.accelerators) == 4
+    assert len(part.switches) == len(whole.switches)
+    assert A.is_uniform(part)
+    assert A.per_accelerator_gb_per_s(part) == pytest.approx(A.per_accelerator_gb_per_s(whole))
+    assert "partition of 4 GPUs" in part.description
+    assert len(resolve_topology(f"{rack}:gpus=8,hosts=true").hosts) == 4
+    assert len(resolve_topology(f"3x{rack}:gpus=4").accelerators) == 12
+
+
+@pytest.mark.parametrize(
+    ("spec", "rule"),
+    [
+        ("gb200-nvl72:gpus=73", "from 1 to 72"),
+        ("gb200-nvl72:gpus=0", "from 1 to 72"),
+        ("gb300-nvl72:gpus=3,hosts=true", "even with hosts"),
+    ],
+)
+def test_nvl_rack_partition_bad_sizes(spec: str, rule: str) -> None:
+    with pytest.raises(UsageError, match=rule) as info:
+        resolve_topology(spec)
+    assert "gpus" in info.value.one_line()

@@ -188,20 +188,38 @@ def hgx_blackwell(name: str, gpu: str) -> Topology:
     return switched(8, gpu, "nvswitch4", planes=2, links_per_plane=9, name=name, description=desc)
 
 
-def gb200_nvl72(hosts: bool = False) -> Topology:
+def gb200_nvl72(hosts: bool = False, gpus: int = 72) -> Topology:
     """GB200 NVL72: 72 GPUs, 18 NVLink5 switch chips (9 switch trays x 2); each GPU has one link
     to every chip (18 links, 900 GB/s per direction), 72 ports per chip. With ``hosts`` the 36
     Grace CPUs are added, each joined to its 2 GPUs by NVLink-C2C. Source: NVIDIA GB200 NVL72
     product page and NVLink page ("72 Blackwell GPUs", "130 TB/s").
 
+    ``gpus=k``: an NVLink partition of the rack, its first k GPUs (k / 4 compute trays) on every
+    switch chip, as NVIDIA Fabric Manager partitions a rack; racks of NVL4 or NVL8 partitions
+    joined by InfiniBand are ``3xgb200-nvl72:gpus=4``.
+
     Racks (``8xgb200-nvl72``) get one NIC per GPU, ``ib-ndr`` by default: one ConnectX-7 NDR
     400G per GPU, four per 4-GPU compute tray (NVIDIA DGX GB200 SuperPOD reference architecture,
     as cited in ai-dynamo/aisimulate PR #192); ``nic=ib-xdr`` for ConnectX-8 builds."""
-    desc = "GB200 NVL72: 72 x GB200, 18 NVLink5 switch chips, one link per GPU per chip"
-    t = switched(
-        72, "GB200", "nvswitch4", planes=18, links_per_plane=1, name="gb200-nvl72", description=desc
-    )
-    return with_superchip_hosts(t, "Grace") if hosts else t
+    desc = "GB200 NVL72: {n} x GB200, 18 NVLink5 switch chips, one link per GPU per chip"
+    return nvl_rack("gb200-nvl72", desc, "GB200", "Grace", "nvswitch4", 18, hosts, gpus)
+
+
+def nvl_rack(
+    name: str, desc: str, gpu: str, cpu: str, switch: str, chips: int, hosts: bool, gpus: int
+) -> Topology:
+    """An NVL72-class rack named ``name`` (``desc`` with ``{n}`` for the GPU count): ``gpus``
+    (at most 72) ``gpu`` accelerators with one link into each of ``chips`` ``switch`` chips;
+    with ``hosts`` one ``cpu`` per 2 GPUs."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= 72:
+        raise UsageError(f"gpus must be an integer from 1 to 72 (the rack's GPUs), got {gpus!r}",
+                         entry="gpus")  # fmt: skip
+    if hosts and gpus % 2:
+        raise UsageError(f"gpus must be even with hosts (2 GPUs per {cpu} superchip), got {gpus}",
+                         entry="gpus")  # fmt: skip
+    desc = desc.format(n=gpus) + ("" if gpus == 72 else f" (an NVLink partition of {gpus} GPUs)")
+    t = switched(gpus, gpu, switch, planes=chips, links_per_plane=1, name=name, description=desc)
+    return with_superchip_hosts(t, cpu) if hosts else t
 
 
 def with_superchip_hosts(t: Topology, cpu: str) -> Topology:

@@ -12,13 +12,13 @@ the docstrings say which.
 from __future__ import annotations
 
 from scaleup.topology.generators import full_mesh, switched
-from scaleup.topology.machines import hgx_blackwell, with_superchip_hosts, xgmi_mesh
+from scaleup.topology.machines import hgx_blackwell, nvl_rack, xgmi_mesh
 from scaleup.topology.model import Topology
 
 __all__ = ["gaudi3_8", "gb300_nvl72", "helios_72", "hgx_b300", "mi355x_8", "vr_nvl72"]
 
 
-def vr_nvl72(hosts: bool = False) -> Topology:
+def vr_nvl72(hosts: bool = False, gpus: int = 72) -> Topology:
     """Vera Rubin NVL72: 72 Rubin GPUs, 36 NVLink 6 switch chips (9 switch trays x 4); each GPU
     has one NVLink 6 link to every chip (36 links, 1.8 TB/s per direction = NVIDIA's 3.6 TB/s
     bidirectional), 72 ports per chip. With ``hosts`` the 36 Vera CPUs are added, each joined to
@@ -28,26 +28,21 @@ def vr_nvl72(hosts: bool = False) -> Topology:
     catalog's derivation from those figures (see ``nvlink6``, ``nvswitch5``).
 
     Racks (``4xvr-nvl72``) get one NIC per GPU; ``nic=ib-xdr`` for 800G (the rack carries two
-    ConnectX-9 800G per GPU, wheelersnetwork.com, which one NIC per GPU does not model)."""
-    desc = "Vera Rubin NVL72: 72 x Rubin, 36 NVLink 6 switch chips, one link per GPU per chip"
-    t = switched(
-        72, "Rubin", "nvswitch5", planes=36, links_per_plane=1, name="vr-nvl72", description=desc
-    )
-    return with_superchip_hosts(t, "Vera") if hosts else t
+    ConnectX-9 800G per GPU, wheelersnetwork.com, which one NIC per GPU does not model).
+    ``gpus=k``: an NVLink partition of its first k GPUs, as for ``gb200-nvl72``."""
+    desc = "Vera Rubin NVL72: {n} x Rubin, 36 NVLink 6 switch chips, one link per GPU per chip"
+    return nvl_rack("vr-nvl72", desc, "Rubin", "Vera", "nvswitch5", 36, hosts, gpus)
 
 
-def gb300_nvl72(hosts: bool = False) -> Topology:
+def gb300_nvl72(hosts: bool = False, gpus: int = 72) -> Topology:
     """GB300 NVL72: 72 Blackwell Ultra GPUs wired as :func:`~scaleup.topology.machines.gb200_nvl72`
     (18 NVLink5 switch chips, one link per GPU per chip, 1.8 TB/s bidirectional per GPU); with
     ``hosts`` the 36 Grace CPUs over NVLink-C2C. One ConnectX-8 800G NIC per GPU: racks as
     ``4xgb300-nvl72:nic=ib-xdr``. Sources: NVIDIA GB300 NVL72 figures as listed by
     glennklockwood.com/garden/processors/B300 ("18 NVLink Switches at 130 TB/s", "72 ConnectX-8
-    NICs")."""
-    desc = "GB300 NVL72: 72 x GB300, 18 NVLink5 switch chips, one link per GPU per chip"
-    t = switched(
-        72, "GB300", "nvswitch4", planes=18, links_per_plane=1, name="gb300-nvl72", description=desc
-    )
-    return with_superchip_hosts(t, "Grace") if hosts else t
+    NICs"). ``gpus=k``: an NVLink partition of its first k GPUs, as for ``gb200-nvl72``."""
+    desc = "GB300 NVL72: {n} x GB300, 18 NVLink5 switch chips, one link per GPU per chip"
+    return nvl_rack("gb300-nvl72", desc, "GB300", "Grace", "nvswitch4", 18, hosts, gpus)
 
 
 def hgx_b300(gpu: str = "B300") -> Topology:
