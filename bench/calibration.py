@@ -705,12 +705,16 @@ def algo_constraint(algo: str) -> str | None:
     True
     >>> algo_constraint("RING (NCCL's default with NCCL_NVLS_ENABLE=0)")
     'ring'
+    >>> algo_constraint("NVLSTREE (NCCL_ALGO=NVLSTree)")
+    'nvls_tree'
     >>> algo_constraint(
     ...     "source says NVLS (not supported on A100; treat as default) in-place"
     ... ) is None
     True
     """
     text = algo.lower()
+    if re.match(r"\s*nvls_?tree\b", text):
+        return "nvls_tree"
     lead = re.match(r"\s*(ring|tree)\b", text)
     if lead:  # the source names the algorithm that ran (forced, or NCCL's choice as printed)
         return lead.group(1)

@@ -164,6 +164,8 @@ def test_multi_node_rows_pin_the_algorithm_the_source_names():
     assert algo_constraint("RING (NCCL's default with NCCL_NVLS_ENABLE=0)") == "ring"
     assert algo_constraint("TREE (NCCL_ALGO=Tree; NCCL_NVLS_ENABLE=0)") == "tree"
     assert algo_constraint("RING (the thread's Ring run)") == "ring"
+    assert algo_constraint("NVLSTREE (NCCL_ALGO=NVLSTree)") == "nvls_tree"
+    assert algo_constraint("NVLS_TREE") == "nvls_tree"
 
 
 def test_algo_column():

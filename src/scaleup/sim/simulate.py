@@ -119,6 +119,7 @@ class CompiledSchedule:
         self._symmetry_searched = False
         self._quotients: dict[str, Quotient | None] = {}
         self._slowed: dict[tuple[object, ...], Slowed] = {}
+        self._leg_caps: np.ndarray | None = None
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -155,21 +156,24 @@ class CompiledSchedule:
         of a channel's tree issues its leg both ways, and each head is the root of the channels
         of one parity: ceil(k / 2) of them for tree 0, floor(k / 2) for tree 1. Read from the
         schedule's parameters, so a pattern's representatives get the whole schedule's caps."""
-        caps = np.full(self.n_cta, np.inf)
+        if self._leg_caps is not None:
+            return self._leg_caps
+        caps = self._leg_caps = np.full(self.n_cta, np.inf)
         s = self.schedule
         g, n = s.params.get("ranks_per_node"), s.nranks
         if s.algorithm != "nvls_tree" or not g or n != 2 * int(g):
             return caps
         k = int(s.params.get("channels", 1))
         accs = self.topology.accelerators
-        for i, (r, tag) in enumerate(zip(self.cta_rank.tolist(), self.cta_channel.tolist(),
-                                         strict=True)):  # fmt: skip
-            arch = P.ARCH_ALIASES.get(str(hardware.accelerator(accs[int(r)].type).arch), "")
-            bus = P.NVLS_TREE_BUS_BYTES_PER_S.get(arch)
-            if tag % 2 == 0 or bus is None:
-                continue
-            rooted = (k + 1) // 2 if tag // 2 % 2 == 0 else k // 2
-            caps[i] = bus * n / (2 * (n - 1)) / max(rooted, 1)
+        bus_of_type: dict[str, float] = {}
+        for acc in {accs[int(r)].type for r in np.unique(self.cta_rank).tolist()}:
+            arch = P.ARCH_ALIASES.get(str(hardware.accelerator(acc).arch), "")
+            bus_of_type[acc] = P.NVLS_TREE_BUS_BYTES_PER_S.get(arch, np.inf)
+        bus = np.array([bus_of_type[accs[int(r)].type] for r in self.cta_rank.tolist()])
+        tag = self.cta_channel.astype(np.int64)
+        rooted = np.where(tag // 2 % 2 == 0, (k + 1) // 2, k // 2)
+        leg = (tag % 2 == 1) & np.isfinite(bus)
+        caps[leg] = (bus * n / (2 * (n - 1)) / np.maximum(rooted, 1))[leg]
         return caps
 
     def cta_names(self) -> tuple[str, ...]:
