@@ -117,3 +117,46 @@ def test_nvls_pattern_runs_simple_only():
     for kwargs in ({"exact": True}, {"solver": "equal_share"}, {"step_bytes": 0.0}):
         with pytest.raises(Exception, match="pattern|step_bytes"):
             pattern.run("simple", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("topology", "algorithm", "channels", "chunks", "collective"),
+    [
+        ("4xdgx-h100", "ring", 1, 1, "broadcast"),  # no symmetry: nothing to hand over
+        ("2xdgx-h100", "tree", 8, 2, "all_reduce"),
+        ("2xmi300x-8", "tree", 4, 2, "all_reduce"),
+    ],
+)
+def test_the_bare_table_symmetry_is_the_compiled_schedules(
+    topology, algorithm, channels, chunks, collective
+):
+    """What the table pattern's search finds before any route is what the compiled schedule
+    would find, so a whole compile adopts it instead of searching again."""
+    from scaleup.sim.network import Network
+    from scaleup.sim.symmetry import find_symmetry
+
+    topo = resolve_topology(topology)
+    schedule = _schedule(topo, algorithm, channels, chunks, collective)
+    net = Network(topo)
+    bare = TablePattern.symmetry(schedule, topo, net)
+    searched = find_symmetry(compile_schedule(schedule, topo, network=net))
+    assert (bare is None) == (searched is None)
+    if bare is not None and searched is not None:
+        assert len(bare.generators) == len(searched.generators)
+        for a, b in zip(bare.generators, searched.generators, strict=True):
+            np.testing.assert_array_equal(a.sigma, b.sigma)
+            np.testing.assert_array_equal(a.con_image, b.con_image)
+            assert a.kappa == b.kappa
+        np.testing.assert_array_equal(bare.rep_ops, searched.rep_ops)
+        np.testing.assert_array_equal(bare.multiplicity, searched.multiplicity)
+    adopted = compile_schedule(schedule, topo, network=net)
+    adopted.adopt_symmetry(bare)
+    assert adopted.symmetry() is bare
+
+
+def test_a_group_refuses_a_symmetry_found_on_the_first_ranks():
+    topo = resolve_topology("dgx-h100")
+    schedule = _schedule(resolve_topology("dgx-h100"), "ring", 1, 1)
+    grouped = compile_schedule(schedule, topo, ranks=list(range(7, -1, -1)))
+    with pytest.raises(Exception, match="group"):
+        grouped.adopt_symmetry(None)

@@ -253,6 +253,15 @@ class CompiledSchedule:
             self._symmetry_searched = True
         return self._symmetry
 
+    def adopt_symmetry(self, found: Symmetry | None) -> None:
+        """Take ``found`` as :meth:`symmetry`'s result: what
+        :meth:`~scaleup.sim.table_pattern.TablePattern.symmetry` found of this schedule on the
+        first ``n`` accelerators, before any route (the same search on the same inputs)."""
+        if not np.array_equal(self.rank_map, np.arange(self.schedule.nranks)):
+            raise UsageError("a symmetry found on the first n accelerators does not fit a group",
+                             source="symmetry")  # fmt: skip
+        self._symmetry, self._symmetry_searched = found, True
+
     def quotient(self, proto: Protocol) -> Quotient | None:
         """The flow-class quotient for ``proto`` (None: no symmetry, run every flow), cached."""
         if proto.name not in self._quotients:

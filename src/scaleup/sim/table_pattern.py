@@ -137,17 +137,35 @@ class TablePattern(Pattern):
         assert isinstance(compiled, _Representatives)  # noqa: S101 - built by of()
         return compiled.whole
 
+    @staticmethod
+    def symmetry(schedule: Schedule, topology: Topology, net: Network) -> Symmetry | None:
+        """What :func:`~scaleup.sim.symmetry.find_symmetry` finds of ``schedule`` on the first
+        ``n`` accelerators before any route: the same as it finds of the schedule compiled
+        there (it reads the same table, devices and thread blocks), so a caller that compiles
+        the whole schedule after :meth:`of` declines can hand it over
+        (:meth:`~scaleup.sim.CompiledSchedule.adopt_symmetry`) instead of searching twice."""
+        n = schedule.nranks
+        if n < 2 or n > len(topology.accelerators) or not schedule.n_ops:
+            return None
+        return find_symmetry(TableBinding.of(schedule, topology, net))
+
     @classmethod
     def of(
         cls, schedule: Schedule, topology: Topology, network: Network | None = None
     ) -> TablePattern | None:
         """The pattern of ``schedule`` on the first ``n`` accelerators of ``topology``, or None
         where it has no symmetry or a check fails (the caller compiles the whole schedule)."""
+        net = Network(topology) if network is None else network
+        return cls.from_symmetry(schedule, topology, net, cls.symmetry(schedule, topology, net))
+
+    @classmethod
+    def from_symmetry(
+        cls, schedule: Schedule, topology: Topology, net: Network, found: Symmetry | None
+    ) -> TablePattern | None:
+        """:meth:`of`, given what :meth:`symmetry` found of ``schedule`` on ``net``."""
         n = schedule.nranks
         if n < 2 or n > len(topology.accelerators) or not schedule.n_ops:
             return None
-        net = Network(topology) if network is None else network
-        found = find_symmetry(TableBinding.of(schedule, topology, net))
         base = net.n_constraints
         gens = [
             g for g in (found.generators if found is not None else ())

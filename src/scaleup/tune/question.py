@@ -128,7 +128,8 @@ class Question:
     def checked_for(self, algorithm: str, channels: int, chunks: int) -> Structure:
         """The reference structure, checked in lanes before it is first compiled: built from
         its representatives where :meth:`_pattern` holds, else built in full and compiled as
-        one op per orbit where :meth:`_table_pattern` does, else compiled whole."""
+        one op per orbit where :class:`~scaleup.sim.table_pattern.TablePattern` holds, else
+        compiled whole (with the symmetry that search found)."""
         key = (algorithm, channels, chunks)
         compiled = self.compiled.get(key)
         if isinstance(compiled, Pattern):
@@ -146,9 +147,23 @@ class Question:
         )
         self.session.checked.check_lanes(schedule)
         if compiled is None:
-            table = self._table_pattern(schedule) if self._patterns_allowed() else None
-            compiled = self.compiled[key] = table or self._compile(schedule)
+            compiled = self.compiled[key] = self._compile_checked(schedule)
         return compiled
+
+    def _compile_checked(self, schedule: Schedule) -> Structure:
+        """The schedule compiled as one op per orbit
+        (:class:`~scaleup.sim.table_pattern.TablePattern`) where patterns are allowed and it
+        holds, else whole, with the symmetry that search found (not searched again)."""
+        if not self._patterns_allowed():
+            return self._compile(schedule)
+        net = self.session.network(self.topology)
+        found = TablePattern.symmetry(schedule, self.topology, net)
+        table = TablePattern.from_symmetry(schedule, self.topology, net, found)
+        if table is not None:
+            return table
+        whole = self._compile(schedule)
+        whole.adopt_symmetry(found)
+        return whole
 
     def _patterns_allowed(self) -> bool:
         """Whether structures may be timed from representatives: at least
@@ -158,11 +173,6 @@ class Question:
         s = self.session
         return (self.group is None and self.nranks >= PATTERN_MIN_RANKS and not s.exact
                 and s.observer is None and s.stragglers is None)  # fmt: skip
-
-    def _table_pattern(self, schedule: Schedule) -> TablePattern | None:
-        """The schedule's representatives, compiled alone
-        (:class:`~scaleup.sim.table_pattern.TablePattern`), or None where it has no symmetry."""
-        return TablePattern.of(schedule, self.topology, self.session.network(self.topology))
 
     def _pattern(self, algorithm: str, channels: int, chunks: int) -> Pattern | None:
         """The structure's representatives, built without the whole table, when patterns are
