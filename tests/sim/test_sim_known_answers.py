@@ -153,6 +153,29 @@ def test_mesh_pair_without_direct_link_routes_through_a_gpu() -> None:
     assert r.busiest_channel_bytes < 4 * 2**20  # split over several 2-hop paths
 
 
+@pytest.mark.parametrize(("src", "dst"), [(35, 71), (0, 36), (17, 53)])
+def test_a_transfer_between_racks_leaves_through_its_own_nic_not_a_peer_gpu(src, dst) -> None:
+    """Two 36-GPU partitions: rack 0's NICs 32-35 share a leaf with rack 1's first NICs, so a
+    path through a peer GPU and its NIC has the hop count of the one through the spines. The
+    transfer still goes out through the source GPU's own NIC and in through the
+    destination's, and no other GPU stores and forwards it (before: 47% of 35 -> 71 went
+    through peer GPUs' HBM and NICs, and a ring over both partitions ran 3.8x slower)."""
+    topo = resolve_topology("2xgb200-nvl72:gpus=36,nic=ib-ndr")
+    b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=72, count=2**20), "one")
+    b.copy(b.input(src, 0, 2**20), b.output(dst, 0, 2**20))
+    r = simulate(b.build(), topo)
+    moved = {n: r.constraint_bytes[i] for i, n in enumerate(r.constraint_names)}
+    nbytes = 4 * 2**20
+    own_out = f"n0.g{src % 36}->n0.nic{src % 36}" if src < 36 else None
+    own_in = f"n1.nic{dst % 36}->n1.g{dst % 36}"
+    assert moved[own_out] == pytest.approx(nbytes)
+    assert moved[own_in] == pytest.approx(nbytes)
+    nics = {n: v for n, v in moved.items() if ".nic" in n and v > 0 and "net." not in n}
+    assert set(nics) == {own_out, own_in}
+    relayed = [n for n, v in moved.items() if n.endswith(".hbm") and v > 0]
+    assert sorted(relayed) == sorted([f"n0.g{src % 36}.hbm", f"n1.g{dst % 36}.hbm"])
+
+
 def test_determinism_bit_for_bit() -> None:
     topo = resolve_topology("dgx-h100")
     s = build_schedule(

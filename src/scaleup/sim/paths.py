@@ -188,7 +188,7 @@ class FabricPaths:
             raise NoRouteError(
                 f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
             )
-        hops, edges, level = dag
+        hops, edges, level = self._without_forwarding(*dag, src, dst)
         u, v = self.ch_src, self.ch_dst
         # the devices on these paths, numbered locally: a pair's work follows its paths, not
         # the fabric (per-device arrays of the whole fabric made routing quadratic in GPUs)
@@ -224,6 +224,42 @@ class FabricPaths:
         inflow[at_dst] = 0.0
         through = inflow != 0.0
         return edges, frac, nodes[through], inflow[through], float(arrive[at_dst]), link_class
+
+    def _without_forwarding(
+        self, hops: int, edges: np.ndarray, level: np.ndarray, src: int, dst: int
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """The shortest paths that forward through no accelerator, where any does; else all.
+
+        An accelerator is an endpoint, not a router: a transfer that leaves a server goes out
+        through its own NIC and the network's switches, never through a peer GPU's memory and
+        that GPU's NIC (NCCL's net transport posts the buffer on the channel's NIC; PXN's detour
+        through a peer GPU is a choice of the channel search, not a route). Where the network
+        offers a path of the same hop count through another GPU (a leaf shared with a peer's
+        NIC), that path would store and forward in the peer's HBM and load the peer's NIC,
+        which carries its own channel. Paths through accelerators stay where no path of that
+        length avoids them (a mesh pair without a direct link, DGX-1's 0-5)."""
+        tail, head = self.ch_src[edges], self.ch_dst[edges]
+        relay = self.is_acc[tail] & (tail != src)
+        if not relay.any():
+            return hops, edges, level
+        keep = ~relay & ~(self.is_acc[head] & (head != dst))
+        reach = np.zeros(self.n_devices, dtype=bool)  # forward from src through kept channels
+        reach[src] = True
+        for k in range(hops):
+            at = keep & (level == k)
+            at[at] = reach[tail[at]]
+            keep[(level == k) & ~at] = False
+            reach[head[at]] = True
+        back = np.zeros(self.n_devices, dtype=bool)  # backward from dst through kept channels
+        back[dst] = True
+        for k in range(hops - 1, -1, -1):
+            at = keep & (level == k)
+            at[at] = back[head[at]]
+            keep[(level == k) & ~at] = False
+            back[tail[at]] = True
+        if not keep.any():
+            return hops, edges, level
+        return hops, edges[keep], level[keep]
 
     def _shortest_dag(
         self, with_hosts: bool, src: int, dst: int
