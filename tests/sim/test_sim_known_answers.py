@@ -176,6 +176,20 @@ def test_a_transfer_between_racks_leaves_through_its_own_nic_not_a_peer_gpu(src,
     assert sorted(relayed) == sorted([f"n0.g{src % 36}.hbm", f"n1.g{dst % 36}.hbm"])
 
 
+def test_inside_a_server_the_relay_free_preference_does_not_apply() -> None:
+    """Two Trainium2 nodes: chips 0 and 10 are four torus hops apart, a tie with chip -> NIC ->
+    switch -> NIC -> chip. The relay-free preference holds between servers only, so the torus
+    paths (intermediate chips store and forward) are kept, not pruned to the network path."""
+    topo = resolve_topology("2xtrn2-16")
+    b = ScheduleBuilder(CollectiveSpec("send_recv", nranks=32, count=2**20), "one")
+    b.copy(b.input(0, 0, 2**20), b.output(10, 0, 2**20))
+    r = simulate(b.build(), topo)
+    moved = {n: r.constraint_bytes[i] for i, n in enumerate(r.constraint_names)}
+    relayed = [n for n, v in moved.items() if n.endswith(".hbm") and v > 0]
+    assert len(relayed) > 2  # intermediate chips store and forward
+    assert moved["n0.g0->n0.g1"] > 0  # the torus carries part of it
+
+
 def test_determinism_bit_for_bit() -> None:
     topo = resolve_topology("dgx-h100")
     s = build_schedule(

@@ -17,9 +17,9 @@ Routing rules:
   links; switches spread over equal uplinks). At most :data:`~scaleup.sim.params.MAX_ECMP_FANOUT`
   next hops per node. One route is one LMM variable (see :mod:`scaleup.sim.fairshare`).
 - **Meshes.** A pair without a direct link (DGX-1 0-5) routes through intermediate
-  accelerators, which store and forward (HBM write + read). Only there: where a shortest path
-  avoids every other accelerator, the paths that relay through one are dropped (a transfer
-  between servers leaves through its own NIC, not a peer GPU's).
+  accelerators, which store and forward (HBM write + read). Between servers, where a shortest
+  path avoids every accelerator, the paths that relay through one are dropped (a transfer
+  leaves through its own NIC, not a peer GPU's).
 - **Host-staged (degraded).** With ``peer_access`` off, a transfer is a device->host copy into
   the source's nearest host memory and a host->device copy out of it, pipelined: it crosses both
   paths and the host memory twice. A topology without host devices gets virtual hosts

@@ -73,6 +73,7 @@ class FabricPaths:
         self.is_host = np.array([k is NodeKind.HOST for k in kinds])
         self.is_acc = np.array([k is NodeKind.ACCELERATOR for k in kinds])
         self.acc_devices = np.array([dev_index[d.id] for d in t.accelerators], dtype=np.int64)
+        self.dev_node = np.array([d.node for d in t.devices], dtype=np.int64)
         self.dev_latency = np.array([t.device_latency_s(d.id) for d in t.devices])
         channels = t.channels
         self.n_channels = len(channels)
@@ -228,16 +229,20 @@ class FabricPaths:
     def _without_forwarding(
         self, hops: int, edges: np.ndarray, level: np.ndarray, src: int, dst: int
     ) -> tuple[int, np.ndarray, np.ndarray]:
-        """The shortest paths that forward through no accelerator, where any does; else all.
+        """Between servers, the shortest paths that forward through no accelerator, where any
+        does; else all.
 
-        An accelerator is an endpoint, not a router: a transfer that leaves a server goes out
-        through its own NIC and the network's switches, never through a peer GPU's memory and
-        that GPU's NIC (NCCL's net transport posts the buffer on the channel's NIC; PXN's detour
-        through a peer GPU is a choice of the channel search, not a route). Where the network
-        offers a path of the same hop count through another GPU (a leaf shared with a peer's
-        NIC), that path would store and forward in the peer's HBM and load the peer's NIC,
-        which carries its own channel. Paths through accelerators stay where no path of that
-        length avoids them (a mesh pair without a direct link, DGX-1's 0-5)."""
+        A transfer that leaves its server goes out through the source's own NIC and the
+        network's switches, never through a peer GPU's memory and that GPU's NIC (NCCL's net
+        transport posts the buffer on the channel's NIC; PXN's detour through a peer GPU is a
+        choice of the channel search, not a route). Where the network offers a path of the same
+        hop count through another GPU (a leaf shared with a peer's NIC), that path would store
+        and forward in the peer's HBM and load the peer's NIC, which carries its own channel.
+        Inside a server nothing changes: a mesh pair without a direct link (DGX-1's 0-5) and a
+        chip torus relay through accelerators, and their traffic never detours through the
+        network for a tie."""
+        if self.dev_node[src] == self.dev_node[dst]:
+            return hops, edges, level
         tail, head = self.ch_src[edges], self.ch_dst[edges]
         relay = self.is_acc[tail] & (tail != src)
         if not relay.any():
