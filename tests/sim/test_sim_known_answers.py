@@ -166,14 +166,14 @@ def test_a_transfer_between_racks_leaves_through_its_own_nic_not_a_peer_gpu(src,
     r = simulate(b.build(), topo)
     moved = {n: r.constraint_bytes[i] for i, n in enumerate(r.constraint_names)}
     nbytes = 4 * 2**20
-    own_out = f"n0.g{src % 36}->n0.nic{src % 36}" if src < 36 else None
-    own_in = f"n1.nic{dst % 36}->n1.g{dst % 36}"
+    own_out = f"n0.g{src}->n0.nic{src}"  # src on rack 0, dst on rack 1
+    own_in = f"n1.nic{dst - 36}->n1.g{dst - 36}"
     assert moved[own_out] == pytest.approx(nbytes)
     assert moved[own_in] == pytest.approx(nbytes)
     nics = {n: v for n, v in moved.items() if ".nic" in n and v > 0 and "net." not in n}
     assert set(nics) == {own_out, own_in}
     relayed = [n for n, v in moved.items() if n.endswith(".hbm") and v > 0]
-    assert sorted(relayed) == sorted([f"n0.g{src % 36}.hbm", f"n1.g{dst % 36}.hbm"])
+    assert sorted(relayed) == sorted([f"n0.g{src}.hbm", f"n1.g{dst - 36}.hbm"])
 
 
 def test_inside_a_server_the_relay_free_preference_does_not_apply() -> None:
