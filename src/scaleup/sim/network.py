@@ -19,7 +19,8 @@ Routing rules:
 - **Meshes.** A pair without a direct link (DGX-1 0-5) routes through intermediate
   accelerators, which store and forward (HBM write + read). Between servers, where a shortest
   path avoids every accelerator, the paths that relay through one are dropped (a transfer
-  leaves through its own NIC, not a peer GPU's).
+  leaves through its own NIC, not a peer GPU's); inside a server, where one avoids the
+  network, the paths out through a NIC and back are dropped.
 - **Host-staged (degraded).** With ``peer_access`` off, a transfer is a device->host copy into
   the source's nearest host memory and a host->device copy out of it, pipelined: it crosses both
   paths and the host memory twice. A topology without host devices gets virtual hosts

@@ -42,6 +42,8 @@ PathSplit = tuple[np.ndarray, np.ndarray, np.ndarray, float, int]
 #: (nonzeros only), latency, class
 _CompactSplit = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]
 
+#: The link class of network channels (:func:`link_class`: InfiniBand, Ethernet).
+_NETWORK_CLASS = 3
 #: Hop count standing for "no way" in the uint16 distance rows.
 UNREACHABLE = 65535
 #: Sources per BFS call (float64 rows of every device: ~170 MB at 42,240 devices).
@@ -189,7 +191,7 @@ class FabricPaths:
             raise NoRouteError(
                 f"no path from {self.topology.devices[src].id} to {self.topology.devices[dst].id}"
             )
-        hops, edges, level = self._without_forwarding(*dag, src, dst)
+        hops, edges, level = self._preferred_paths(*dag, src, dst)
         u, v = self.ch_src, self.ch_dst
         # the devices on these paths, numbered locally: a pair's work follows its paths, not
         # the fabric (per-device arrays of the whole fabric made routing quadratic in GPUs)
@@ -226,28 +228,35 @@ class FabricPaths:
         through = inflow != 0.0
         return edges, frac, nodes[through], inflow[through], float(arrive[at_dst]), link_class
 
-    def _without_forwarding(
+    def _preferred_paths(
         self, hops: int, edges: np.ndarray, level: np.ndarray, src: int, dst: int
     ) -> tuple[int, np.ndarray, np.ndarray]:
-        """Between servers, the shortest paths that forward through no accelerator, where any
-        does; else all.
+        """Of the shortest paths, those a transfer really takes, where any of them is one;
+        else all.
 
-        A transfer that leaves its server goes out through the source's own NIC and the
-        network's switches, never through a peer GPU's memory and that GPU's NIC (NCCL's net
-        transport posts the buffer on the channel's NIC; PXN's detour through a peer GPU is a
-        choice of the channel search, not a route). Where the network offers a path of the same
-        hop count through another GPU (a leaf shared with a peer's NIC), that path would store
-        and forward in the peer's HBM and load the peer's NIC, which carries its own channel.
-        Inside a server nothing changes: a mesh pair without a direct link (DGX-1's 0-5) and a
-        chip torus relay through accelerators, and their traffic never detours through the
-        network for a tie."""
-        if self.dev_node[src] == self.dev_node[dst]:
+        Between servers, the paths that relay through no accelerator: a transfer that leaves
+        its server goes out through the source's own NIC and the network's switches, never
+        through a peer GPU's memory and that GPU's NIC (NCCL's net transport posts the buffer on
+        the channel's NIC; PXN's detour through a peer GPU is a choice of the channel search,
+        not a route). Where the network offers a path of the same hop count through another GPU
+        (a leaf shared with a peer's NIC), that path would store and forward in the peer's HBM
+        and load the peer's NIC, which carries its own channel.
+
+        Inside a server, the paths that stay off the network: a mesh pair without a direct
+        link (DGX-1's 0-5) and a chip torus relay through accelerators as before, and a tie
+        with a way out through a NIC and back (two Trainium2 nodes: chips four torus hops
+        apart) no longer sends part of the bytes over the network, which the libraries use
+        only between servers."""
+        if not len(edges):
             return hops, edges, level
         tail, head = self.ch_src[edges], self.ch_dst[edges]
-        relay = self.is_acc[tail] & (tail != src)
-        if not relay.any():
+        if self.dev_node[src] == self.dev_node[dst]:
+            drop = self.ch_class[edges] == _NETWORK_CLASS
+        else:
+            drop = (self.is_acc[tail] & (tail != src)) | (self.is_acc[head] & (head != dst))
+        if not drop.any():
             return hops, edges, level
-        keep = ~relay & ~(self.is_acc[head] & (head != dst))
+        keep = ~drop
         reach = np.zeros(self.n_devices, dtype=bool)  # forward from src through kept channels
         reach[src] = True
         for k in range(hops):
