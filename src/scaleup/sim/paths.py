@@ -243,10 +243,9 @@ class FabricPaths:
         and load the peer's NIC, which carries its own channel.
 
         Inside a server, the paths that stay off the network: a mesh pair without a direct
-        link (DGX-1's 0-5) and a chip torus relay through accelerators as before, and a tie
-        with a way out through a NIC and back (two Trainium2 nodes: chips four torus hops
-        apart) no longer sends part of the bytes over the network, which the libraries use
-        only between servers."""
+        link (DGX-1's 0-5) and a chip torus relay through accelerators, and a tie with a way
+        out through a NIC and back (two Trainium2 nodes: chips four torus hops apart) sends
+        none of the bytes over the network, which the libraries use only between servers."""
         if not len(edges):
             return hops, edges, level
         tail, head = self.ch_src[edges], self.ch_dst[edges]
