@@ -236,11 +236,13 @@ class FabricPaths:
 
         Between servers, the paths that relay through no accelerator: a transfer that leaves
         its server goes out through the source's own NIC and the network's switches, never
-        through a peer GPU's memory and that GPU's NIC (NCCL's net transport posts the buffer on
-        the channel's NIC; PXN's detour through a peer GPU is a choice of the channel search,
-        not a route). Where the network offers a path of the same hop count through another GPU
-        (a leaf shared with a peer's NIC), that path would store and forward in the peer's HBM
-        and load the peer's NIC, which carries its own channel.
+        through a peer GPU's memory and that GPU's NIC (NCCL's net transport takes one NIC per
+        rank and channel from the channel's graph, src/transport/net.cc line 310
+        ncclTopoGetNetDev; PXN's detour through a peer GPU is a path type NCCL chooses,
+        src/graph/paths.cc addInterStep line 225, not a tie of routes). Where the network
+        offers a path of the same hop count through another GPU (a leaf shared with a peer's
+        NIC), that path would store and forward in the peer's HBM and load the peer's NIC,
+        which carries its own channel.
 
         Inside a server, the paths that stay off the network: a mesh pair without a direct
         link (DGX-1's 0-5) and a chip torus relay through accelerators, and a tie with a way
@@ -259,16 +261,18 @@ class FabricPaths:
         reach = np.zeros(self.n_devices, dtype=bool)  # forward from src through kept channels
         reach[src] = True
         for k in range(hops):
-            at = keep & (level == k)
+            on_k = level == k
+            at = keep & on_k
             at[at] = reach[tail[at]]
-            keep[(level == k) & ~at] = False
+            keep[on_k & ~at] = False
             reach[head[at]] = True
         back = np.zeros(self.n_devices, dtype=bool)  # backward from dst through kept channels
         back[dst] = True
         for k in range(hops - 1, -1, -1):
-            at = keep & (level == k)
+            on_k = level == k
+            at = keep & on_k
             at[at] = back[head[at]]
-            keep[(level == k) & ~at] = False
+            keep[on_k & ~at] = False
             back[tail[at]] = True
         if not keep.any():
             return hops, edges, level
