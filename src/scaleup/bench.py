@@ -115,7 +115,7 @@ def _row(
         proto=choice.protocol,
         channels=choice.channels,
         nranks=n,
-        runtime="sim",
+        runtime="sim" if choice.result.model == "event" else f"sim-{choice.result.model}",
     )
 
 

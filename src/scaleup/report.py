@@ -42,6 +42,8 @@ class BenchRow:
     proto: str
     channels: int
     nranks: int
+    #: ``sim`` (the event loop), ``sim-steady`` (a ring or tree in steady state, an
+    #: approximation: :mod:`scaleup.sim.steady_ring`), or the measuring transport
     runtime: str = "sim"
     #: The in-place group's time (None: the same as ``time_us``, as simulated).
     in_place_time_us: float | None = None

@@ -197,7 +197,9 @@ def table_lines(series: Mapping[str, Sequence[BenchRow]]) -> list[str]:
 def footer_lines(series: Mapping[str, Sequence[BenchRow]]) -> list[str]:
     """nccl-tests' footer, one per series: ``# Out of bounds values`` (the wrong elements of
     every checked group; 0 when nothing was checked, as nccl-tests with ``-c 0``) and ``# Avg bus
-    bandwidth`` (the mean over rows and both groups), then ``#``."""
+    bandwidth`` (the mean over rows and both groups), then ``#``; and, where some rows were
+    timed in steady state (:mod:`scaleup.sim.steady_ring`, :mod:`scaleup.sim.steady_pipeline`),
+    which sizes."""
     lines = []
     for label, rows in series.items():
         suffix = f" ({label})" if len(series) > 1 else ""
@@ -206,4 +208,10 @@ def footer_lines(series: Mapping[str, Sequence[BenchRow]]) -> list[str]:
         avg = sum(per_row) / len(per_row) if per_row else 0.0
         lines.append(f"# Out of bounds values : {wrong} {'FAILED' if wrong else 'OK'}{suffix}")
         lines.append(f"# Avg bus bandwidth    : {avg:g} {suffix.strip()}")
+        steady = [str(r.bytes) for r in rows if r.runtime == "sim-steady"]
+        if steady:
+            lines.append(
+                f"# Timed in steady state (an approximation, no event loop; --exact runs it): "
+                f"{', '.join(steady)} B{suffix}"
+            )
     return [*lines, "#"]

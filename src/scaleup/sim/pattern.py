@@ -178,10 +178,11 @@ class RingPattern(Pattern):
     @classmethod
     def of(
         cls, algorithm: str, spec: CollectiveSpec, params: dict[str, Any], topology: Topology,
-        network: Network | None = None,
+        network: Network | None = None, max_chains: int | None = None,
     ) -> RingPattern | None:  # fmt: skip
         """The pattern of ``build_schedule(algorithm, spec, **params)`` on ``topology`` (the
-        first ``spec.nranks`` accelerators), or None where it does not hold."""
+        first ``spec.nranks`` accelerators), or None where it does not hold or would keep more
+        than ``max_chains`` representative chains (checked before any op is built)."""
         if algorithm != "ring" or spec.collective not in ROW_BUILDERS or spec.nranks < 2:
             return None
         params = prepare_params(algorithm, spec, params)
@@ -200,6 +201,8 @@ class RingPattern(Pattern):
         if any(not np.array_equal(counts[img], counts) for img in row_images):
             return None  # chains of one orbit must carry the same count
         rows = orbits(len(ln) * n, row_images)
+        if max_chains is not None and len(rows.first) > max_chains:
+            return None
         ranks = orbits(n, [g.sigma for g in gens])
         built = ROW_BUILDERS[spec.collective](
             spec, params, Rows(rows.first, rows.label, ranks.first)

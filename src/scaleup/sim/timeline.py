@@ -53,6 +53,9 @@ class SimResult:
     nbytes: float
     n_events: int
     channel_names: tuple[str, ...] = field(default=())
+    #: ``"event"``: the event loop; ``"steady"``: a ring in steady state
+    #: (:mod:`scaleup.sim.steady_ring`, an approximation without ops or events)
+    model: str = "event"
 
     @property
     def busiest_channel(self) -> int:
@@ -89,6 +92,7 @@ class SimResult:
             "time_us": self.time_us,
             "n_ops": int(len(self.op_end_s)),
             "n_events": self.n_events,
+            "model": self.model,
             "busiest_channel": self.channel_names[busiest]
             if busiest >= 0 and self.channel_names
             else busiest,

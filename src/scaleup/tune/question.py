@@ -8,17 +8,23 @@ timings, failures and lower bounds -- reads apart from the session and the pass 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scaleup.collectives.algorithms import build_schedule
+import numpy as np
+
+from scaleup.collectives.algorithms import build_schedule, ring
 from scaleup.collectives.algorithms.ring import ROW_BUILDERS
 from scaleup.collectives.schedule import Schedule
-from scaleup.collectives.spec import CollectiveSpec
+from scaleup.collectives.spec import CollectiveSpec, itemsize
 from scaleup.errors import LimitError, ScheduleError, SimulationError
 from scaleup.sim import CompiledSchedule, SimResult, compile_schedule
 from scaleup.sim.nvls_tree_pattern import NvlsTreePattern
 from scaleup.sim.pattern import Pattern, RingPattern
+from scaleup.sim.protocols import protocol
+from scaleup.sim.steady_pipeline import SteadyPipeline
+from scaleup.sim.steady_ring import STEADY_COLLECTIVES, SteadyRing
 from scaleup.sim.table_pattern import TablePattern
 from scaleup.topology.model import Topology
 from scaleup.tune.bounds import GroupFabric, lower_bound_s
@@ -34,7 +40,7 @@ from scaleup.tune.size_channels import nvls_tree_chunk_bytes
 if TYPE_CHECKING:
     from scaleup.tune.search import TuneSession
 
-__all__ = ["PATTERN_MIN_RANKS", "Question", "Timed"]
+__all__ = ["PATTERN_MIN_RANKS", "STEADY_MIN_CHAINS", "STEADY_MIN_TREE_OPS", "Question", "Timed"]
 
 #: Smallest world size whose structures are timed from their representatives: a ring
 #: all_reduce / all_gather / reduce_scatter from its representative chains and NVLS-Tree from
@@ -45,6 +51,24 @@ __all__ = ["PATTERN_MIN_RANKS", "Question", "Timed"]
 #: a ring grows as ranks^2 x channels (25 million ops at 1,024 ranks x 8 channels), NVLS-Tree
 #: as ranks x channels x chunks (16.8 million ops at 16,384 GPUs).
 PATTERN_MIN_RANKS = 32
+
+#: Most chains a ring's event loop steps (its representative chains where its pattern holds,
+#: else every lane's ``n`` chains); above, a ring all_reduce / all_gather / reduce_scatter is
+#: timed in steady state (:mod:`scaleup.sim.steady_ring`, an approximation). Chains that no
+#: symmetry maps onto one another drift apart, and the event loop solves at almost every
+#: transfer's end: 1,296 chains (18 channels on 2 x 36 GB200) take ~200,000 solves, ~190 s for
+#: one size, 7,776 (8 NVL72 racks) never end; the 96 of a 1,024-rank UALink ring take 6 s, the
+#: 48 of 16 DGX H100 under a second. ``--exact`` and ``--explain`` keep the event loop.
+STEADY_MIN_CHAINS = 512
+
+#: Most ops a pipelined tree all_reduce's event loop steps per chunk (one op per orbit of the
+#: symmetry :class:`~scaleup.sim.table_pattern.TablePattern` finds in its one-chunk table, else
+#: every op); above, the tree is timed in steady state (:mod:`scaleup.sim.steady_pipeline`, an
+#: approximation). 2 x 36 GB200 with 18 channels keep 3,834 (the event loop: ~60 s a size), two
+#: full racks 7,722 (~200 s), 20 racks 77,706; 16 DGX H100 keep 381, a 128-rank UALink pod 381.
+STEADY_MIN_TREE_OPS = 2048
+
+Steady = SteadyRing | SteadyPipeline
 
 Structure = CompiledSchedule | Pattern
 
@@ -87,6 +111,8 @@ class Question:
         self._params: dict[tuple[str, int], dict[str, Any]] = {}
         self._nccl_model: tuple[ModelInputs | None] | None = None
         self._heads: ChannelPlan | None = None
+        #: rings and trees timed in steady state, by structure (:meth:`_steady`)
+        self.steady: dict[tuple[str, int, int], Steady] = {}
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
@@ -125,12 +151,16 @@ class Question:
         network = self.session.network(self.topology)
         return compile_schedule(schedule, self.topology, ranks=self.group, network=network)
 
-    def checked_for(self, algorithm: str, channels: int, chunks: int) -> Structure:
+    def checked_for(self, algorithm: str, channels: int, chunks: int) -> Structure | Steady:
         """The reference structure, checked in lanes before it is first compiled: built from
-        its representatives where :meth:`_pattern` holds, else built in full and compiled as
-        one op per orbit where :class:`~scaleup.sim.table_pattern.TablePattern` holds, else
-        compiled whole (with the symmetry that search found)."""
+        its representatives where :meth:`_pattern` holds, else a ring or tree in steady state
+        where :meth:`_steady` takes it, else built in full and compiled as one op per orbit where
+        :class:`~scaleup.sim.table_pattern.TablePattern` holds, else compiled whole (with the
+        symmetry that search found)."""
         key = (algorithm, channels, chunks)
+        hit = self.steady.get(_steady_key(key))
+        if hit is not None:
+            return hit
         compiled = self.compiled.get(key)
         if isinstance(compiled, Pattern):
             return compiled
@@ -140,6 +170,10 @@ class Question:
                 self._check_pattern(pattern)
                 self.compiled[key] = pattern
                 return pattern
+            steady = self._steady(algorithm, channels, chunks)
+            if steady is not None:
+                self.steady[_steady_key(key)] = steady
+                return steady
         schedule = (
             compiled.schedule
             if compiled is not None
@@ -188,8 +222,58 @@ class Question:
         params = {"channels": channels, "chunks": chunks, **self.params(algorithm, channels)}
         network = self.session.network(self.topology)
         if ring:
-            return RingPattern.of(algorithm, spec, params, self.topology, network)
+            return RingPattern.of(
+                algorithm, spec, params, self.topology, network, max_chains=STEADY_MIN_CHAINS
+            )
         return NvlsTreePattern.of(spec, params, self.topology, network)
+
+    def _steady(self, algorithm: str, channels: int, chunks: int) -> Steady | None:
+        """The structure in steady state where the event loop would step drifting chains: a
+        ring (:meth:`_steady_ring`) or a pipelined tree all_reduce (:meth:`_steady_tree`)."""
+        if algorithm == "tree":
+            return self._steady_tree(channels)
+        return self._steady_ring(algorithm, channels, chunks)
+
+    def _steady_tree(self, channels: int) -> SteadyPipeline | None:
+        """The pipelined tree all_reduce in steady state
+        (:class:`~scaleup.sim.steady_pipeline.SteadyPipeline`, built from its one-chunk table)
+        where that table keeps more than :data:`STEADY_MIN_TREE_OPS` ops after its symmetry, in
+        a session where patterns are allowed; else None."""
+        if self.collective != "all_reduce" or not self._patterns_allowed():
+            return None
+        one = self.build("tree", self.reference_count(channels, 1), channels, 1)
+        net = self.session.network(self.topology)
+        found = TablePattern.symmetry(one, self.topology, net)
+        if (one.n_ops if found is None else len(found.rep_ops)) <= STEADY_MIN_TREE_OPS:
+            return None
+        try:
+            return SteadyPipeline(self._compile(one))
+        except SimulationError:  # ops not in dependency order: the event loop times it
+            return None
+
+    def _steady_ring(self, algorithm: str, channels: int, chunks: int) -> SteadyRing | None:
+        """The ring in steady state (:class:`~scaleup.sim.steady_ring.SteadyRing`) where the
+        event loop would step drifting chains: a ring all_reduce / all_gather / reduce_scatter
+        of one chunk with more than :data:`STEADY_MIN_CHAINS` chains whose pattern did not hold
+        within that many (:meth:`_pattern`), in a session where patterns are allowed (not
+        exact, not explaining, no stragglers); else None."""
+        if not (algorithm == "ring" and self.collective in STEADY_COLLECTIVES and chunks == 1):
+            return None
+        if not self._patterns_allowed():
+            return None
+        spec = CollectiveSpec(
+            self.collective, self.nranks, self.reference_count(channels, chunks),
+            root=self.root, redop=self.redop,
+        )  # fmt: skip
+        params = ring.normalise(spec, {**self.params(algorithm, channels), "channels": channels,
+                                       "chunks": chunks})  # fmt: skip
+        if params["channels"] * (1 + params["bidirectional"]) * self.nranks <= STEADY_MIN_CHAINS:
+            return None
+        ranks = np.arange(self.nranks)  # patterns allowed: the group is every accelerator
+        network = self.session.network(self.topology)
+        return SteadyRing(
+            self.collective, ring.lanes(self.nranks, params), self.topology, ranks, network
+        )
 
     def _check_pattern(self, pattern: Pattern) -> str:
         """The lanes check of a pattern's structure (its ``params`` are the whole schedule's;
@@ -205,6 +289,19 @@ class Question:
         failed) when it is wrong."""
         structure = (cand.algorithm, cand.channels, chunks)
         try:
+            steady = self.steady.get(_steady_key(structure))
+            if isinstance(steady, SteadyPipeline):  # its one-chunk table, where small enough
+                one = steady.c.schedule
+                if one.n_ops > VERIFY_MAX_OPS:
+                    return "unchecked"
+                return self.session.checked.check_exact(one)
+            if steady is not None:  # the ring's whole table, where small enough to replay
+                n = self.nranks
+                if 3 * 2 * n * (n - 1) > VERIFY_MAX_OPS:
+                    return "unchecked"
+                count = self.reference_count(cand.channels, chunks)
+                whole = self.build(cand.algorithm, count, cand.channels, chunks)
+                return self.session.checked.check_exact(whole)
             compiled = self.compiled[structure]
             if isinstance(compiled, TablePattern):
                 return self.session.checked.check_exact(compiled.whole)
@@ -249,7 +346,17 @@ class Question:
             compiled = self.checked_for(*structure)
             scale = count / self.reference_count(cand.channels, chunks)
             step = self.step_bytes(cand, nbytes)
-            if isinstance(compiled, Pattern):  # never with stragglers (see _patterns_allowed)
+            if isinstance(compiled, SteadyRing):
+                result = compiled.run(
+                    protocol(cand.protocol), self._ring_block_bytes(cand.channels, count),
+                    count * itemsize(self.dtype),
+                )  # fmt: skip
+            elif isinstance(compiled, SteadyPipeline):
+                result = compiled.run(
+                    cand.protocol, dtype=self.dtype, step_bytes=float(step or math.inf),
+                    scale=count / self.reference_count(cand.channels, 1),
+                )  # fmt: skip
+            elif isinstance(compiled, Pattern):  # never with stragglers (see _patterns_allowed)
                 result = compiled.run(
                     cand.protocol, dtype=self.dtype, scale=scale, step_bytes=step,
                     exact=self.session.exact,
@@ -265,6 +372,16 @@ class Question:
             return None
         timed = self.timed[(cand, count)] = Timed(float(result.time_s), chunks, result)
         return timed
+
+    def _ring_block_bytes(self, channels: int, count: int) -> Any:
+        """Per lane of a one-chunk ring at ``count`` elements, the bytes of its largest block
+        (the ring builder's split: :func:`~scaleup.collectives.algorithms.ring.row_counts`)."""
+        spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root,
+                              redop=self.redop)  # fmt: skip
+        params = ring.normalise(spec, {**self.params("ring", channels), "channels": channels,
+                                       "chunks": 1})  # fmt: skip
+        rows = ring.row_counts(spec, params).reshape(-1, self.nranks)
+        return rows.max(axis=1) * itemsize(self.dtype)
 
     def chunks(self, cand: Candidate, nbytes: int) -> int:
         """The pipeline depth ``cand`` is built with at ``nbytes``
@@ -340,3 +457,10 @@ class Question:
                 congestion = compiled.lower_bound_s(cand.protocol, dtype=self.dtype, scale=scale)
                 return max(bound, float(congestion))
         return bound
+
+
+def _steady_key(structure: tuple[str, int, int]) -> tuple[str, int, int]:
+    """A steady-state structure's key: a tree's is one per channel count (its steady state is
+    the one-chunk table's, whatever the pipeline depth)."""
+    algorithm, channels, chunks = structure
+    return (algorithm, channels, 1 if algorithm == "tree" else chunks)
