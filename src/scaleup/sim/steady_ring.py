@@ -50,7 +50,7 @@ from scaleup.sim.protocols import Protocol, for_topology, host_launch_s
 from scaleup.sim.timeline import SimResult
 from scaleup.topology.model import Topology
 
-__all__ = ["STEADY_COLLECTIVES", "SteadyRing"]
+__all__ = ["STEADY_COLLECTIVES", "SteadyRing", "servers_relay"]
 
 #: The ring collectives timed here, and their phases (True: a reduce hop, False: a copy hop).
 STEADY_COLLECTIVES: dict[str, tuple[bool, ...]] = {
@@ -58,6 +58,24 @@ STEADY_COLLECTIVES: dict[str, tuple[bool, ...]] = {
     "reduce_scatter": (True,),
     "all_gather": (False,),
 }
+
+
+def servers_relay(network: Network, ranks: np.ndarray) -> bool:
+    """Whether some pair of accelerators of one server is joined only through a third memory
+    (a torus or partial mesh relaying through a chip, a host staging): checked from each
+    server's first rank to the server's others. The steady state is used only where no pair
+    is: on switched and fully meshed servers it is within a few percent of the event loop, on
+    tori 12-26% off it (docs/models.md section 21)."""
+    accs = network.topology.accelerators
+    node = np.array([accs[int(r)].node for r in ranks.tolist()])
+    routes = network.routes
+    for server in np.unique(node).tolist():
+        members = ranks[node == server].tolist()
+        for other in members[1:]:
+            route = routes[network.transfer_route(members[0], other, reduce=False)]
+            if len(route.mem_rows) > 2:
+                return True
+    return False
 
 
 @dataclass(frozen=True)
