@@ -56,6 +56,19 @@ class SteadyPipeline:
         self.c = compiled
         tags, self.tag_of_op = np.unique(t.channel.astype(np.int64), return_inverse=True)
         self.n_tags = len(tags)
+        #: per protocol, what no size changes: (span per count unit, each op's rate alone,
+        #: the longest path of step latencies) per tag
+        self._per_protocol: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _size_free(self, proto_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_span_per_byte`, :meth:`_alone_rate` per op and the latency path, once."""
+        hit = self._per_protocol.get(proto_name)
+        if hit is None:
+            latency = self.c.system(protocol(proto_name))[2]
+            alone = self._alone_rate(proto_name)[self.c.var_of_op]
+            hit = (self._span_per_byte(proto_name), alone, self._longest(latency))
+            self._per_protocol[proto_name] = hit
+        return hit
 
     def _span_per_byte(self, proto_name: str) -> np.ndarray:
         """Per channel tag, its span per byte of op at scale 1 (seconds per count unit)."""
@@ -104,13 +117,13 @@ class SteadyPipeline:
         proto = protocol(protocol_name)
         _system, _capacity, latency, _memo = c.system(proto)
         bytes_per_count = itemsize(dtype) * float(scale)
-        span = self._span_per_byte(proto.name) * bytes_per_count  # per tag, seconds
+        span_per_count, alone, waits = self._size_free(proto.name)
+        span = span_per_count * bytes_per_count  # per tag, seconds
         op_bytes = c.count * bytes_per_count
         # one step of each op at the rate it has alone (the first steps of a pipeline run
         # before the later ones load the fabric); local ops fold in what arrives, no step
-        step = np.minimum(step_bytes, op_bytes) / self._alone_rate(proto.name)[c.var_of_op]
+        step = np.minimum(step_bytes, op_bytes) / alone
         fill = self._longest(latency + np.where(c.op_class > 0, step, 0.0))
-        waits = self._longest(latency)
         start = c.start_s(proto)
         time_s = float(start + np.maximum(span + waits, fill).max()) if t.n_ops else start
         return _result(c, proto.name, time_s, start, bytes_per_count)
