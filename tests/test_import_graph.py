@@ -4,14 +4,14 @@
 
 A module may import its own layer and the layers before it, never one after it; ``sim`` and
 ``runtime`` are siblings (neither imports the other), as are ``bench`` and ``sweep``. ``errors``,
-``units``, ``limits``, ``files`` (reading users' TOML) and ``report`` (result rows, shared by the
-simulator and the runtime) are base modules every layer may import. Every import counts: top-level,
-inside a function, and under ``TYPE_CHECKING``. No module hides an arrow behind
-``importlib.import_module`` (the sweep's kind registry, which loads user-named ``module:function``
-targets, excepted) or a lazy module-level ``__getattr__``. The package root is the one exception to
-both: it is the curated public API, above every layer (it may import anything, so a lazy lookup
-there hides no arrow), and it stays lazy so that ``import scaleup.runtime`` in every worker process
-does not pay for the simulator, NetworkX and Dask.
+``units``, ``limits``, ``files`` (reading users' TOML), ``report`` (result rows, shared by the
+simulator and the runtime) and ``arrays`` (numpy helpers) are base modules every layer may import.
+Every import counts: top-level, inside a function, and under ``TYPE_CHECKING``. No module hides an
+arrow behind ``importlib.import_module`` (the sweep's kind registry, which loads user-named
+``module:function`` targets, excepted) or a lazy module-level ``__getattr__``. The package root is
+the one exception to both: it is the curated public API, above every layer (it may import anything,
+so a lazy lookup there hides no arrow), and it stays lazy so that ``import scaleup.runtime`` in
+every worker process does not pay for the simulator, NetworkX and Dask.
 
 The rules are by top-level package name (``scaleup.<name>...``, with ``sweep_*.py`` modules
 counted as ``sweep``), so modules moving inside a package do not need this test to change.
@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "limits": 0,
     "report": 0,
     "files": 0,
+    "arrays": 0,
     "hardware": 1,
     "topology": 2,
     "collectives": 3,

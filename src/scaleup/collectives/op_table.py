@@ -15,6 +15,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.errors import ScheduleError
 
 __all__ = [
@@ -292,7 +293,7 @@ def csr_sort_order(lengths: np.ndarray, key: np.ndarray) -> np.ndarray:
     sorts of the rows of one length side by side instead of one sort of every entry."""
     starts = np.concatenate([[0], np.cumsum(lengths)])[:-1].astype(np.int64)
     order = np.arange(len(key))
-    for size in np.unique(lengths[lengths > 1]).tolist():
+    for size in unique(lengths[lengths > 1]).tolist():
         at = starts[lengths == size][:, None] + np.arange(size)
         order[at] = np.take_along_axis(at, np.argsort(key[at], axis=1, kind="stable"), axis=1)
     return order

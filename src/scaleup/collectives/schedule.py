@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import Buffer, Chunk, Op, OpKind, OpsView, OpTable, csr_rows
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import InputError, ScheduleError
@@ -141,12 +142,12 @@ class Schedule:
     @property
     def n_steps(self) -> int:
         """Number of distinct step tags (the algorithm's rounds)."""
-        return int(len(np.unique(self.table.step))) if self.n_ops else 0
+        return int(len(unique(self.table.step))) if self.n_ops else 0
 
     @property
     def n_channels(self) -> int:
         """Number of distinct channel tags."""
-        return int(len(np.unique(self.table.channel))) if self.n_ops else 0
+        return int(len(unique(self.table.channel))) if self.n_ops else 0
 
     # ---- traffic accounting ------------------------------------------------------------------
     def _fabric_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import OpTable, csr_rows
 from scaleup.collectives.schedule import OpKind, Schedule
 from scaleup.errors import SimulationError, UsageError
@@ -46,7 +47,7 @@ def rank_map(schedule: Schedule, topology: Topology, ranks: Sequence[int] | None
     out = np.asarray(list(ranks), dtype=np.int64)
     if len(out) != n:
         raise UsageError(f"ranks maps {len(out)} ranks, the schedule has {n}", source="ranks")
-    if len(np.unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
+    if len(unique(out)) != n or (n and (out.min() < 0 or out.max() >= n_acc)):
         raise UsageError(
             f"ranks must be {n} distinct accelerator indices in 0..{n_acc - 1}", source="ranks"
         )

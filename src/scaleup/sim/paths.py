@@ -12,6 +12,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from scaleup import hardware
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import csr_rows
 from scaleup.errors import NoRouteError
 from scaleup.sim import params as P
@@ -133,7 +134,7 @@ class FabricPaths:
         their distances are computed once."""
         hostless = not self.is_host.any()
         for with_hosts in graphs:
-            need = [int(d) for d in np.unique(devices) if (with_hosts, int(d)) not in self._dist]
+            need = [int(d) for d in unique(devices) if (with_hosts, int(d)) not in self._dist]
             if need and with_hosts and hostless:
                 self.prepare(np.asarray(need), (False,))
                 for d in need:
@@ -380,7 +381,7 @@ class FabricPaths:
             [index[(ids[a], ids[b])] for a, b in zip(route, route[1:], strict=False)],
             dtype=np.int64,
         )
-        middle = np.unique(np.asarray(route[1:-1], dtype=np.int64))
+        middle = unique(np.asarray(route[1:-1], dtype=np.int64))
         latency = float(self.ch_latency[edges].sum() + self.dev_latency[route[1:-1]].sum())
         link_class = int(self.ch_class[edges].max()) if len(edges) else 0
         return edges, np.ones(len(edges)), middle, np.ones(len(middle)), latency, link_class

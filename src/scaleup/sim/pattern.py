@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.algorithms import prepare_params
 from scaleup.collectives.algorithms.ring import (
     ROW_BUILDERS,
@@ -298,7 +299,7 @@ def _pattern_system(p: Pattern, proto: Protocol) -> dict[str, Any] | None:
     net = c.net
     base = net.n_constraints
     network = orbits(base, [m.con_image[:base] for m in p.moves])
-    used_net = np.unique(row[row < base])
+    used_net = unique(row[row < base])
     if not _closed(network, used_net, p.moves):
         return None
     cta_label, cta_size = _cta_orbits(c, p.moves, p.n_tags)
@@ -338,7 +339,7 @@ def _pattern_system(p: Pattern, proto: Protocol) -> dict[str, Any] | None:
 
 def _closed(network: Orbits, used: np.ndarray, moves: tuple[Move, ...]) -> bool:
     """Whether every member of the orbits of ``used`` has an image under every move."""
-    members = np.flatnonzero(np.isin(network.label, np.unique(network.label[used])))
+    members = np.flatnonzero(np.isin(network.label, unique(network.label[used])))
     return all(bool((m.con_image[members] >= 0).all()) for m in moves)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import csr_rows, csr_sort_order
 from scaleup.sim.factored import Factored, factor_groups
 from scaleup.sim.fairshare import column_classes, merge_constraints
@@ -204,7 +205,7 @@ def _invariant_under(c: CompiledSchedule, gen: Generator, proto: Protocol) -> np
     in_used[row] = True
     used = np.flatnonzero(in_used)
     targets = gen.con_image[used]
-    if not in_used[targets].all() or len(np.unique(targets)) != len(used):
+    if not in_used[targets].all() or len(unique(targets)) != len(used):
         return None
     if not np.allclose(capacity[targets], capacity[used], rtol=_RTOL, atol=0.0):
         return None

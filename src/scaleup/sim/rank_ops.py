@@ -8,14 +8,16 @@ constraint maps.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scaleup.collectives.op_table import csr_rows, csr_sort_order
+from scaleup.arrays import unique
+from scaleup.collectives.op_table import csr_rows, csr_rows_lengths, csr_sort_order
 
 if TYPE_CHECKING:
-    from scaleup.sim.symmetry import Bound
+    from scaleup.sim.symmetry import Bound, Generator
 
 __all__ = ["RankOps"]
 
@@ -40,8 +42,13 @@ class RankOps:
         self.dst = t.dst_rank[t.dst_ptr[:-1]].astype(np.int64)
         first = self.order[: max(1, int(self.counts[: self.width].sum()))]
         self.k0 = int(self.chan[first[0]])  # rank 0's first tag
-        self.tags = [int(x) for x in np.unique(self.chan)]
+        self.tags = [int(x) for x in unique(self.chan)]
         self._peer_cache: dict[int, np.ndarray | None] = {}
+        self._own: _OwnPeers | None = None
+        self._shape_cache: dict[int, np.ndarray] = {}
+        self._shape_ids: dict[bytes, int] = {}
+        #: the symmetry search's verdict on each rank permutation it checked (one search)
+        self.verdicts: dict[bytes, Generator | None] = {}
         self._by_key: dict[bytes, list[int]] | None = None
         self._links: set[tuple[int, int]] | None = None
 
@@ -61,36 +68,68 @@ class RankOps:
 
     def propagate(self, target: int, tag: int) -> np.ndarray | None:
         """The rank permutation sending rank 0 to ``target`` (and tag ``k0`` to ``tag``) that
-        the ops of tag ``k0`` imply, or None."""
+        the ops of tag ``k0`` imply, or None: rank ``a``'s peers on ``k0`` go to the peers of
+        ``sigma(a)`` on ``tag``, position by position, from rank 0 outwards."""
+        mine, theirs = self._peers(self.k0), self._peers(tag)
+        if mine is None or theirs is None:
+            return self._propagate_ops(target, tag)
+        if mine.shape != theirs.shape:
+            return None
+        own = self._own_peers(mine)
+        mine_shape, their_shape = self._shape_of(self.k0, mine), self._shape_of(tag, theirs)
+        sigma = np.full(self.n, -1, dtype=np.int64)
+        sigma[0] = target
+        frontier = np.zeros(1, dtype=np.int64)
+        while len(frontier):  # every rank whose image is new, at once
+            image = sigma[frontier]
+            # a bijection maps equal peers to equal peers and unequal to unequal: the rows'
+            # patterns of repeats must be the same (else two ranks would share an image)
+            if (mine_shape[frontier] != their_shape[image]).any():
+                return None
+            at, row = _csr_entries(own.ptr, frontier)
+            frontier = _extend(sigma, own.peer[at], theirs[image[row], own.position[at]])
+            if frontier is None:
+                return None
+        return _bijection(sigma)
+
+    def _propagate_ops(self, target: int, tag: int) -> np.ndarray | None:
+        """:meth:`propagate` where the ranks issue different op counts on a tag: rank by rank
+        over their ops."""
         sigma = np.full(self.n, -1, dtype=np.int64)
         sigma[0] = target
         queue = [0]
-        mine, theirs = self._peers(self.k0), self._peers(tag)
-        if mine is not None and theirs is not None and mine.shape != theirs.shape:
-            return None
         while queue:
             a = queue.pop()
-            b = int(sigma[a])
-            if mine is not None and theirs is not None:
-                x, y = mine[a], theirs[b]
-            else:
-                ops_a, ops_b = self._ops(a, self.k0), self._ops(b, tag)
-                if len(ops_a) != len(ops_b):
-                    return None
-                x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
-                y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
-            pairs = np.unique(x * self.n + y)
-            x, y = pairs // self.n, pairs % self.n
-            if len(np.unique(x)) != len(x):
-                return None  # one rank would map to two
-            known = sigma[x] >= 0
-            if not np.array_equal(sigma[x[known]], y[known]):
+            ops_a, ops_b = self._ops(a, self.k0), self._ops(int(sigma[a]), tag)
+            if len(ops_a) != len(ops_b):
                 return None
-            sigma[x[~known]] = y[~known]
-            queue += x[~known].tolist()
-        if (sigma < 0).any() or len(np.unique(sigma)) != self.n:
-            return None
-        return sigma
+            x = np.concatenate([self.src[ops_a], self.dst[ops_a]])
+            y = np.concatenate([self.src[ops_b], self.dst[ops_b]])
+            new = _extend(sigma, x, y)
+            if new is None:
+                return None
+            queue += new.tolist()
+        return _bijection(sigma)
+
+    def _shape_of(self, tag: int, rows: np.ndarray) -> np.ndarray:
+        """Each rank's pattern of repeated peers on ``tag`` (``rows``: :meth:`_peers`) as an id,
+        the same id for the same pattern on every tag: for each position, the first position
+        holding the same peer."""
+        found = self._shape_cache.get(tag)
+        if found is None:
+            first_of = _OwnPeers.of(rows).first_of
+            ids = self._shape_ids
+            found = np.array(
+                [ids.setdefault(r.tobytes(), len(ids)) for r in first_of], dtype=np.int64
+            )
+            self._shape_cache[tag] = found
+        return found
+
+    def _own_peers(self, mine: np.ndarray) -> _OwnPeers:
+        """Tag ``k0``'s rows of peers (``mine``) condensed once for :meth:`propagate`."""
+        if self._own is None:
+            self._own = _OwnPeers.of(mine)
+        return self._own
 
     def _peers(self, tag: int) -> np.ndarray | None:
         """(rank, 2 x ops) peers of every rank's ops of ``tag``, or None if their counts differ."""
@@ -159,7 +198,7 @@ class RankOps:
             t = self.table
             owner = np.repeat(self.chan, np.diff(t.dep_ptr))
             dep = self.chan[np.asarray(t.dep_idx, dtype=np.int64)]
-            pairs = np.unique(owner * self.width + dep)
+            pairs = unique(owner * self.width + dep)
             a, b = pairs // self.width, pairs % self.width
             self._links = {(int(x), int(y)) for x, y in zip(a, b, strict=True) if x != y}
         return self._links
@@ -238,3 +277,72 @@ def _smallest(ptr: np.ndarray, vals: np.ndarray) -> np.ndarray:
     if len(vals) == len(ptr) - 1:
         return vals.astype(np.int64)
     return np.minimum.reduceat(vals, ptr[:-1].astype(np.int64)).astype(np.int64)
+
+
+def _extend(sigma: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """Set ``sigma[x] = y`` where unset, in place, and return the ranks newly set; None where the
+    pairs contradict one another or what ``sigma`` holds (one rank would map to two)."""
+    mapped = _function_of(x, y)
+    if mapped is None:
+        return None
+    x, y = mapped
+    known = sigma[x] >= 0
+    if not np.array_equal(sigma[x[known]], y[known]):
+        return None
+    sigma[x[~known]] = y[~known]
+    return x[~known]
+
+
+def _bijection(sigma: np.ndarray) -> np.ndarray | None:
+    """``sigma`` if it sends every rank somewhere and no two to the same rank, else None."""
+    if (sigma < 0).any() or np.bincount(sigma, minlength=len(sigma)).max() != 1:
+        return None
+    return sigma
+
+
+def _function_of(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct ``x`` (ascending) and the one ``y`` each pairs with, or None when some ``x``
+    pairs with two: one stable sort, not the two ``np.unique`` calls it replaces (the symmetry
+    search calls this once per rank of every candidate generator)."""
+    order = np.argsort(x, kind="stable")
+    xs, ys = x[order], y[order]
+    same = xs[1:] == xs[:-1]
+    if (ys[1:][same] != ys[:-1][same]).any():
+        return None
+    first = np.ones(len(xs), dtype=bool)
+    first[1:] = ~same
+    return xs[first], ys[first]
+
+
+@dataclass(frozen=True)
+class _OwnPeers:
+    """Each rank's row of peers on tag ``k0`` (ranks x positions), condensed: its distinct peers
+    ascending (CSR ``ptr`` / ``peer``) with the ``position`` where each first appears, and for
+    every position the first position holding the same peer (``first_of``)."""
+
+    ptr: np.ndarray
+    peer: np.ndarray
+    position: np.ndarray
+    first_of: np.ndarray
+
+    @classmethod
+    def of(cls, mine: np.ndarray) -> _OwnPeers:
+        n, width = mine.shape
+        rows = np.repeat(np.arange(n, dtype=np.int64), width)
+        order = np.lexsort((np.tile(np.arange(width), n), mine.ravel(), rows))
+        flat = mine.ravel()[order]
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (flat[1:] != flat[:-1]) | (rows[order][1:] != rows[order][:-1])
+        run = np.cumsum(new) - 1  # the distinct (rank, peer) each sorted entry belongs to
+        first_pos = order[new] % max(width, 1)  # stable: the first position of each run
+        first_of = np.empty(n * width, dtype=np.int64)
+        first_of[order] = first_pos[run]
+        counts = np.bincount(rows[order][new], minlength=n)
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return cls(ptr, flat[new], first_pos, first_of.reshape(n, width))
+
+
+def _csr_entries(ptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of CSR rows ``rows``, concatenated, and the index into ``rows`` of each."""
+    at, lengths = csr_rows_lengths(ptr, rows)
+    return at, np.repeat(np.arange(len(rows)), lengths)

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import OpKind, OpTable
 from scaleup.sim.binding import transfer_codes, transfer_pair
 from scaleup.sim.network import Network
@@ -52,7 +53,7 @@ def fabric_automorphism(net: Network, sigma: np.ndarray, con_image: np.ndarray) 
     classes, all exactly."""
     n_ch = net.n_channels
     img = con_image[:n_ch]
-    if (img < 0).any() or len(np.unique(img)) != n_ch:
+    if (img < 0).any() or len(unique(img)) != n_ch:
         return False
     dev = np.full(net.n_devices, -1, dtype=np.int64)
     dev[net.ch_src] = net.ch_src[img]
@@ -62,7 +63,7 @@ def fabric_automorphism(net: Network, sigma: np.ndarray, con_image: np.ndarray) 
     ):
         return False  # the channel map is no device map
     on = np.flatnonzero(dev >= 0)
-    if len(np.unique(dev[on])) != len(on):
+    if len(unique(dev[on])) != len(on):
         return False
     if not (
         np.array_equal(net.ch_capacity[img], net.ch_capacity)
@@ -121,7 +122,7 @@ def carry_routes(
     p2p, codes = transfer_codes(table, np.arange(n, dtype=np.int64), n)
     if not autos or not len(p2p):
         return 0
-    wanted = set(np.unique(codes).tolist())
+    wanted = set(unique(codes).tolist())
     done: set[int] = set()
     carried = 0
     for code in sorted(wanted):

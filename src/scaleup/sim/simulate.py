@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from scaleup import hardware
+from scaleup.arrays import unique
 from scaleup.collectives.schedule import OpKind, OpTable, Schedule
 from scaleup.collectives.spec import itemsize
 from scaleup.errors import SimulationError, UsageError
@@ -166,7 +167,7 @@ class CompiledSchedule:
         k = int(s.params.get("channels", 1))
         accs = self.topology.accelerators
         bus_of_type: dict[str, float] = {}
-        for acc in {accs[int(r)].type for r in np.unique(self.cta_rank).tolist()}:
+        for acc in {accs[int(r)].type for r in unique(self.cta_rank).tolist()}:
             arch = P.ARCH_ALIASES.get(str(hardware.accelerator(acc).arch), "")
             bus_of_type[acc] = P.NVLS_TREE_BUS_BYTES_PER_S.get(arch, np.inf)
         bus = np.array([bus_of_type[accs[int(r)].type] for r in self.cta_rank.tolist()])

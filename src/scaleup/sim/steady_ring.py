@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from scaleup import hardware
+from scaleup.arrays import unique
 from scaleup.collectives.algorithms.ring import Lanes, chain_starts
 from scaleup.errors import UsageError
 from scaleup.sim import params as P
@@ -69,7 +70,7 @@ def servers_relay(network: Network, ranks: np.ndarray) -> bool:
     accs = network.topology.accelerators
     node = np.array([accs[int(r)].node for r in ranks.tolist()])
     routes = network.routes
-    for server in np.unique(node).tolist():
+    for server in unique(node).tolist():
         members = ranks[node == server].tolist()
         for other in members[1:]:
             route = routes[network.transfer_route(members[0], other, reduce=False)]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.op_table import OpTable
 from scaleup.collectives.schedule import Schedule
 from scaleup.collectives.spec import CollectiveSpec
@@ -130,7 +131,7 @@ class _OffsetRun(Run):
             super()._release(ops, now)
             return
         when = release[ops]
-        for time_s in np.unique(when):
+        for time_s in unique(when):
             super()._release(ops[when == time_s], float(time_s))
 
 

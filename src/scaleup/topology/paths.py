@@ -19,6 +19,7 @@ from scipy.sparse import csr_array
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree, shortest_path
 
 from scaleup import limits
+from scaleup.arrays import unique
 from scaleup.topology.model import Topology
 
 __all__ = [
@@ -59,7 +60,7 @@ class _Graph:
         self.adjacency = csr_array((ones, (np.r_[u, v], np.r_[v, u])), shape=(n, n))
         # SciPy finds a minimum spanning tree: weight 1 for the widest bandwidth, 2 for the next
         # ..., so the tree is a maximum one and its bandwidths come back exactly.
-        widths = np.unique(cap)
+        widths = unique(cap)
         weight = len(widths) - np.searchsorted(widths, cap)
         tree = minimum_spanning_tree(csr_array((weight, (u, v)), shape=(n, n))).tocoo()
         a, b = tree.row.astype(np.int64), tree.col.astype(np.int64)
@@ -82,7 +83,7 @@ class _Graph:
         parent = pred[nodes]
         edge = np.asarray(self.tree[parent, nodes]).ravel()
         depth = shortest_path(self.tree, unweighted=True, directed=False, indices=source)[nodes]
-        for level in np.unique(depth):  # a level at a time: its parents are done
+        for level in unique(depth):  # a level at a time: its parents are done
             at = depth == level
             width[nodes[at]] = np.minimum(width[parent[at]], edge[at])
         return width

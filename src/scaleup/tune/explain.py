@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.schedule import OpKind
 from scaleup.collectives.spec import itemsize
 from scaleup.sim import CompiledSchedule
@@ -280,4 +281,4 @@ def _carries_switch_reduce(compiled: CompiledSchedule, constraint: int) -> bool:
     table = compiled.schedule.table
     ops = np.flatnonzero(table.kind == int(OpKind.SWITCH_REDUCE))
     routes = compiled.net.routes
-    return any(constraint in routes[int(r)].net_rows for r in np.unique(compiled.route[ops]))
+    return any(constraint in routes[int(r)].net_rows for r in unique(compiled.route[ops]))

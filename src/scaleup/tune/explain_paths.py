@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.schedule import OpKind, Schedule
 
 __all__ = ["ChannelPath", "channel_paths"]
@@ -73,7 +74,7 @@ def channel_paths(schedule: Schedule) -> tuple[ChannelPath, ...]:
     switch = t.kind == int(OpKind.SWITCH_REDUCE)
     p2p = ~switch & (src != dst)
     out: list[ChannelPath] = []
-    for ch in np.unique(t.channel).tolist():
+    for ch in unique(t.channel).tolist():
         mine = t.channel == ch
         groups = sorted(
             {_switch_group(t.src_rank, t.src_ptr, t.dst_rank, t.dst_ptr, i)

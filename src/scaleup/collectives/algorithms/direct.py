@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from scaleup.arrays import unique
 from scaleup.collectives.algorithms._common import (
     INPUT,
     OUTPUT,
@@ -337,7 +338,7 @@ def _p2p_channels(
     tag = (_reverse_bits(rounds, bits) + part) % p2p
     group = np.broadcast_to(t // P2P_PER_BATCH, tag.shape)
     key = tag.ravel() * n + group.ravel()  # (channel, group), one batch each
-    uniq = np.unique(key)
+    uniq = unique(key)
     first = np.searchsorted(uniq // n, uniq // n, side="left")  # each channel's first batch
     rank_of = np.arange(len(uniq)) - first
     wave = rank_of[np.searchsorted(uniq, key)].reshape(tag.shape)

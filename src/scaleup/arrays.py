@@ -1,0 +1,31 @@
+"""Distinct values of an array by sorting: ``np.unique`` without its hash path.
+
+From numpy 2.3, ``np.unique(x)`` called without ``return_index`` / ``return_inverse`` /
+``return_counts`` finds the distinct values with a hash table and sorts them afterwards. On the
+integer arrays scaleup asks about (ranks, channel tags, constraint rows, device ids) that is
+2-15 times slower than sorting once and keeping the first of each run, from about 500 elements
+up (numpy 2.4.6 on this project's CI machine: 600 int64 values 25 vs 11 us, 5,000 values 366 vs
+60 us, 2 million 471 vs 30 ms). The symmetry search of a 144-rank schedule spent 135 of its 219 s
+in that path (BENCHMARKS.md, eighteenth session). :func:`unique` returns what ``np.unique`` did
+before the hash path (numpy 1.26 sorts too), so the result does not depend on the numpy version.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = ["unique"]
+
+
+def unique(values: ArrayLike) -> np.ndarray:
+    """The sorted distinct values of ``values`` (flattened), as ``np.unique(values)`` returns
+    them; NaNs, which no caller passes, would each be kept."""
+    flat = np.asarray(values).ravel()
+    if flat.size < 2:
+        return flat.copy()
+    ordered = np.sort(flat)
+    first = np.empty(ordered.size, dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]
