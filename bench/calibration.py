@@ -200,13 +200,15 @@ SYSTEMS: tuple[SystemModel, ...] = (
         "CoreWeave GB200 NVL72 x20 racks (1440 GPUs)",
         "20xgb200-nvl72:nic=ib-ndr",
         note="one ConnectX-7 NDR 400G NIC per GPU (four per 4-GPU compute tray: NVIDIA DGX GB200 "
-        "SuperPOD reference architecture, as cited in ai-dynamo/aisimulate PR #192)",
+        "SuperPOD reference architecture, as cited in ai-dynamo/aisimulate PR #192); NVLS off "
+        "and no LL128 between racks, as for the 2 racks",
     ),
     SystemModel(
         "CoreWeave GB200 NVL72 x2 racks (144 GPUs)",
         "2xgb200-nvl72:nic=ib-ndr",
         note="two NVL72 racks, one ConnectX-7 NDR 400G NIC per GPU (as the 20 racks); the runs "
-        "set NCCL_NVLS_ENABLE=0, so NCCL ran a ring or a tree",
+        "set NCCL_NVLS_ENABLE=0, so NCCL ran a ring or a tree, and NCCL 2.26.2 ran no LL128 "
+        "between racks (simulated with NCCL_LL128_C2C=0: model notes)",
     ),
     SystemModel(
         "CoreWeave HGX H100 x2 nodes (8x 400G IB per node)",
@@ -542,8 +544,13 @@ MODEL_NOTES: tuple[str, ...] = (
     "channels on 72-GPU racks: over 20 minutes for one size on two racks), so they are timed in "
     "steady state (scaleup.sim.steady_ring and steady_pipeline, labelled `sim-steady`: one "
     "fair-share solve with every hop of every channel active; docs/models.md section 21), the "
-    "whole script in ~100 s. Two racks: ring LL128 at 512 MiB -4.9%, tree Simple at 1-2 GiB "
-    "+0.5% / -4.1%, ring Simple at 4-16 GiB -11.5..-13.2%. The large rings are bound by the "
+    "whole script in ~100 s. Both ran NCCL 2.26.2, which had no P2C path class: a GB200's NIC "
+    "(on its Grace CPU's PCIe) was a PHB path, beyond the PXN that LL128 across nodes needs "
+    "(v2.26.2-1 tuning.cc line 429; 2.27 added P2C, paths.cc lines 670-680), so LL128 never "
+    "ran between these racks; the rows are simulated with NCCL_LL128_C2C=0, which reproduces "
+    "that rule (row_env; scaleup.tune.rules.enabled_protocols). Two racks: tree Simple at "
+    "512 MiB-2 GiB +4.1% / +0.5% / -4.1% (512 MiB was ring LL128, -4.9%, before the rule), ring "
+    "Simple at 4-16 GiB -11.5..-13.2%. The large rings are bound by the "
     "GPUs' NVLink egress at NCCL's own SM100 payload rate (18 x 40.1 GB/s = 722 GB/s, "
     "topo.h, params.LINK_EFFICIENCY), and the measured 810 GB/s busbw at 16 GiB is above it: "
     "a ring's busbw is each GPU's egress, so NVLink5 carried at least 45 GB/s of payload a "
@@ -552,18 +559,18 @@ MODEL_NOTES: tuple[str, ...] = (
     "at 1 GiB 4362 us (-18% busbw) against the steady state's 3561: the two differ by what the "
     "event loop does with whole chunks (docs/models.md section 21); which is closer to NCCL is "
     "not known, so the agreement at 1-2 GiB is not claimed as a confirmation. Twenty racks: "
-    "+120% at 512 MiB falling to +27% at 4 GiB, then +40% / +47%. The measured times are one "
-    "fixed ~4.5 ms plus a constant ~210 GB/s of algbw at every size from 512 MiB to 16 GiB "
-    "(marginal 199-219 GB/s between consecutive sizes): one algorithm throughout, the ring by "
-    "its fixed part (NCCL's own model, scaleup.tune.nccl_model: ring LL128 latency 5.6 ms at "
-    "1440 ranks; 6.97 ms predicted at 512 MiB against 7.11 measured). Our reproduction of "
-    "NCCL's selection (from NVIDIA/nccl @5067397c; the run used 2.26.2) picks the tree at "
-    "512 MiB-2 GiB (3.0 ms predicted at 512 MiB), which is why those rows are the furthest "
-    "off; why 2.26.2 kept the ring there is not found in its tuning.cc. And the measured ring "
-    "runs at ~55% of the bandwidth NCCL's own model gives it (380 GB/s) and the simulated "
-    "fabric gives it (596 GB/s busbw at 16 GiB), while on two racks it reaches 810: what halves "
-    "it at 20 racks is not in the sources (the 20 racks' InfiniBand fabric, its spine and "
-    "routing, is not described). Not explained; no parameter is moved for these rows.",
+    "NCCL's model (LL128 off) picks the tree at 512 MiB-4 GiB and the ring Simple at 8-16 GiB, "
+    "simulated +120% / +71% / +39% / +19%, then +28% / +43%. The measured times are the "
+    "simulated tree's plus a constant: with NCCL_ALGO=Tree the simulator gives 3235, 5747, "
+    "10770, 20817, 40910 and 81097 us from 512 MiB to 16 GiB, and the measurements are 3.5-4.2 "
+    "ms above each (7108 ... 84625 us); the simulated tree's marginal rate (214 GB/s algbw "
+    "between consecutive sizes) is the measured one (199-219 GB/s). So the bandwidth is the "
+    "tree's, and a fixed ~4 ms per call is missing, which two racks do not show (their tree "
+    "rows are within -4..+4%): it grows with the racks, not with the bytes. What costs it "
+    "(the tree's five network levels across 20 racks, the proxies' progress, the InfiniBand "
+    "fabric's routing, which the sources do not describe) is not found; and whether NCCL ran "
+    "the ring at 8-16 GiB, as its model says, or kept the tree, as the times suggest, the "
+    "output does not say. Not explained; no parameter is moved for these rows.",
     "**Four NICs per eight GPUs (`nics=4`)**: NCCL's model (previous note) picks the ring on "
     "2x 8 A100 + 4 HDR (ring graph 4 channels x 24 GB/s; the tree's 4 channels, though raised "
     "to 48 GB/s inside the nodes on two nodes, are capped at 4 x perChMaxTreeBws 23.6): the "
@@ -805,6 +812,26 @@ class Comparison:
         return self.excluded is None
 
 
+def row_env(row: MeasuredRow) -> dict[str, str]:
+    """The NCCL variables a row's run amounts to, as `scaleup bench` reads them
+    (:mod:`scaleup.tune.nccl_env`): ``NCCL_NVLS_ENABLE=0`` where the run set it, and
+    ``NCCL_LL128_C2C=0`` where its library predates NCCL 2.27, which had no P2C path class and
+    so never ran LL128 across nodes of C2C-hosted GPUs (:func:`scaleup.tune.rules.
+    enabled_protocols`; only GB200 / GB300 multi-node rows are affected).
+
+    >>> row_env(MeasuredRow("s", "GB200", "144", "f", "all_reduce", 1, 1.0, None, None,
+    ...                     "default with NCCL_NVLS_ENABLE=0", "2.26.2 (image ...)", "src", 2))
+    {'NCCL_NVLS_ENABLE': '0', 'NCCL_LL128_C2C': '0'}
+    """
+    env = {}
+    if "nvls_enable=0" in row.algo.lower():
+        env["NCCL_NVLS_ENABLE"] = "0"
+    version = re.match(r"\s*(\d+)\.(\d+)", row.nccl_version)
+    if version is not None and (int(version[1]), int(version[2])) < (2, 27):
+        env["NCCL_LL128_C2C"] = "0"
+    return env
+
+
 def _simulate(
     model: SystemModel,
     collective: str,
@@ -812,10 +839,10 @@ def _simulate(
     algo: str | None,
     selection: str,
     ranks: int | None = None,
-    nvls_off: bool = False,
+    env: tuple[tuple[str, str], ...] = (),
 ) -> tuple[float, float, str, str]:
-    """Time one row on its model; ``nvls_off``: the row's run set NCCL_NVLS_ENABLE=0, which
-    the tuner honours as `scaleup bench` does (:mod:`scaleup.tune.nccl_env`)."""
+    """Time one row on its model under ``env``, the NCCL variables of the row's run
+    (:func:`row_env`), which the tuner honours as `scaleup bench` does."""
     from scaleup.bench import busbw_gb_per_s
     from scaleup.collectives.spec import itemsize, nccl_size_and_count
     from scaleup.topology import resolve_topology
@@ -830,10 +857,10 @@ def _simulate(
     size, _, _ = nccl_size_and_count(collective, nbytes, itemsize("float32"), n)
     # What `scaleup bench` runs: the pruned search (proven bounds; the same choice as `tune`'s
     # exhaustive one, which would simulate every 72-GPU chain tree of an NVL72 rack).
-    allowed = read_nccl_env({"NCCL_NVLS_ENABLE": "0"}).algorithms if nvls_off else None
+    nccl = read_nccl_env(dict(env))
     request = BenchRequest(
         op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo, selection=selection,
-        algorithms=allowed,
+        algorithms=nccl.algorithms, ll128_c2c=nccl.ll128_c2c,
     )  # fmt: skip
     choice = TuneSession().sweep(topo, request)[0]
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
@@ -855,9 +882,7 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
 
         selection = BenchRequest().selection
     out = []
-    cache: dict[
-        tuple[str, str, int, str | None, int | None, bool], tuple[float, float, str, str]
-    ] = {}
+    cache: dict[tuple[object, ...], tuple[float, float, str, str]] = {}
     for row in rows:
         model = model_for(row.system)
         algo = algo_constraint(row.algo)
@@ -881,11 +906,11 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
             and sim_bytes is not None
         ):
             ranks = int(row.n_gpus) if model.ranks_per_row else None
-            nvls_off = "nvls_enable=0" in row.algo.lower()
-            key = (row.system, row.collective, sim_bytes, algo, ranks, nvls_off)
+            env = tuple(row_env(row).items())
+            key = (row.system, row.collective, sim_bytes, algo, ranks, env)
             if key not in cache:
                 cache[key] = _simulate(
-                    model, row.collective, sim_bytes, algo, selection, ranks, nvls_off
+                    model, row.collective, sim_bytes, algo, selection, ranks, env
                 )
             sim = cache[key]
         time_us, busbw, s_algo, s_proto = sim if sim else (None, None, None, None)

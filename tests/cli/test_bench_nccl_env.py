@@ -82,6 +82,7 @@ def test_json_and_csv_record_the_variables():
         ({"NCCL_PROTO": "fast"}, "NCCL_PROTO"),
         ({"NCCL_MAX_NCHANNELS": "-1"}, "NCCL_MAX_NCHANNELS"),
         ({"NCCL_NVLS_ENABLE": "maybe"}, "NCCL_NVLS_ENABLE"),
+        ({"NCCL_LL128_C2C": "on"}, "NCCL_LL128_C2C"),
     ],
 )
 def test_bad_value_is_one_line_naming_the_variable(env, var):

@@ -71,6 +71,7 @@ def test_nvls_enable_zero_removes_nvls():
         ("NCCL_MAX_NCHANNELS", "0"),
         ("NCCL_MAX_NCHANNELS", "100000"),
         ("NCCL_NVLS_ENABLE", "yes"),
+        ("NCCL_LL128_C2C", "2"),
     ],
 )
 def test_bad_values_name_their_variable(var, value):
@@ -78,6 +79,12 @@ def test_bad_values_name_their_variable(var, value):
         read_nccl_env({var: value})
     assert info.value.source == var
     assert "\n" not in info.value.one_line()
+
+
+def test_ll128_c2c_reads_zero_and_one():
+    assert read_nccl_env({}).ll128_c2c is True
+    assert read_nccl_env({"NCCL_LL128_C2C": "1"}).ll128_c2c is True
+    assert read_nccl_env({"NCCL_LL128_C2C": " 0 "}).ll128_c2c is False
 
 
 def test_min_above_max_is_refused():

@@ -96,6 +96,38 @@ def test_enable_rules():
     assert channel_counts(DGX) == (1, 2, 4, 8, 16)
 
 
+@pytest.mark.parametrize(
+    ("spec", "ranks", "off_removes_it"),
+    [
+        ("2xgb200-nvl72:gpus=4,nic=ib-ndr", None, True),  # C2C-hosted GPUs across servers
+        ("2xgb200-nvl72:gpus=4,nic=ib-ndr", [0, 1, 2, 3], False),  # one server
+        ("gb200-nvl72", None, False),  # one NVLink domain: no network path
+        ("2xdgx-h100", None, False),  # PCIe-hosted GPUs: NICs on their PCIe switches (PXB)
+    ],
+)
+def test_ll128_c2c_is_the_nic_path_rule_of_nccl_2_26(spec, ranks, off_removes_it):
+    """NCCL_LL128_C2C=0 (NCCL 2.26 and earlier) keeps LL128 off the network paths of
+    C2C-hosted GPUs (tuning.cc typeInter rule): across GB200 servers only."""
+    topo = resolve_topology(spec)
+    assert "ll128" in enabled_protocols(topo, "ring", ranks)
+    off = enabled_protocols(topo, "ring", ranks, ll128_c2c=False)
+    assert ("ll128" not in off) == off_removes_it
+    assert set(off) >= {"ll", "simple"}
+    assert enabled_protocols(topo, "nvls_tree", ranks, ll128_c2c=False) == ["simple"]
+
+
+def test_ll128_c2c_reaches_the_tuner():
+    """A two-tray GB200 all_reduce where NCCL's model picks LL128 at 2.27+ picks another
+    protocol with NCCL_LL128_C2C=0, as NCCL 2.26 did."""
+    topo = resolve_topology("2xgb200-nvl72:gpus=4,nic=ib-ndr")
+    now = TuneSession().sweep(topo, BenchRequest(sizes_bytes=(1 << 20,)))[0]
+    old = TuneSession().sweep(topo, BenchRequest(sizes_bytes=(1 << 20,), ll128_c2c=False))[0]
+    assert now.protocol == "ll128"
+    assert old.protocol != "ll128"
+    with pytest.raises(UsageError, match="ll128_c2c"):
+        BenchRequest(ll128_c2c="no")  # type: ignore[arg-type]
+
+
 def test_ranks_subset():
     choice = tune(DGX, "all_reduce", 1 << 20, nranks=4)
     assert choice.result is not None

@@ -295,6 +295,7 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
             protocols=nccl.protocols,
             min_channels=nccl.min_channels,
             max_channels=nccl.max_channels,
+            ll128_c2c=nccl.ll128_c2c,
             **({} if flags.selection is None else {"selection": flags.selection}),
         )
     return request, args

@@ -79,8 +79,8 @@ class RankOps:
         mine_shape, their_shape = self._shape_of(self.k0, mine), self._shape_of(tag, theirs)
         sigma = np.full(self.n, -1, dtype=np.int64)
         sigma[0] = target
-        frontier = np.zeros(1, dtype=np.int64)
-        while len(frontier):  # every rank whose image is new, at once
+        frontier: np.ndarray | None = np.zeros(1, dtype=np.int64)
+        while frontier is not None and len(frontier):  # every rank whose image is new, at once
             image = sigma[frontier]
             # a bijection maps equal peers to equal peers and unequal to unequal: the rows'
             # patterns of repeats must be the same (else two ranks would share an image)
@@ -88,9 +88,7 @@ class RankOps:
                 return None
             at, row = _csr_entries(own.ptr, frontier)
             frontier = _extend(sigma, own.peer[at], theirs[image[row], own.position[at]])
-            if frontier is None:
-                return None
-        return _bijection(sigma)
+        return None if frontier is None else _bijection(sigma)
 
     def _propagate_ops(self, target: int, tag: int) -> np.ndarray | None:
         """:meth:`propagate` where the ranks issue different op counts on a tag: rank by rank

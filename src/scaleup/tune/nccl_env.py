@@ -3,10 +3,12 @@
 ``NCCL_ALGO`` and ``NCCL_PROTO`` are comma-separated, case-insensitive lists of NCCL's names; a
 leading ``^`` excludes the names listed instead of keeping only them. ``NCCL_MIN_NCHANNELS`` and
 ``NCCL_MAX_NCHANNELS`` bound the channel count (NCCL clamps its count into the range, so the
-tuner's channel counts are clamped the same way), and ``NCCL_NVLS_ENABLE=0`` turns NVLS and
-NVLSTree off. :func:`read_nccl_env` turns a mapping (``os.environ``) into an :class:`NcclEnv`, which
+tuner's channel counts are clamped the same way), ``NCCL_NVLS_ENABLE=0`` turns NVLS and
+NVLSTree off, and ``NCCL_LL128_C2C=0`` turns LL128 off across servers of accelerators hosted over
+NVLink-C2C (:func:`scaleup.tune.rules.enabled_protocols`; NCCL before 2.27 never ran it there).
+:func:`read_nccl_env` turns a mapping (``os.environ``) into an :class:`NcclEnv`, which
 :class:`~scaleup.tune.request.BenchRequest` takes as its ``algorithms``, ``protocols``,
-``min_channels`` and ``max_channels`` fields.
+``min_channels``, ``max_channels`` and ``ll128_c2c`` fields.
 
 Names NCCL has but scaleup does not model (``CollnetDirect``, ``CollnetChain``, ``PAT``) are
 accepted: excluding them changes nothing, and including them is an error only when nothing that
@@ -48,6 +50,7 @@ NCCL_ENV_VARS = (
     "NCCL_MIN_NCHANNELS",
     "NCCL_MAX_NCHANNELS",
     "NCCL_NVLS_ENABLE",
+    "NCCL_LL128_C2C",
 )
 
 
@@ -56,7 +59,8 @@ class NcclEnv:
     """The tuner overrides NCCL's variables ask for; ``applied`` holds the variables set.
 
     ``algorithms`` / ``protocols``: the scaleup names allowed (None: no restriction);
-    ``min_channels`` / ``max_channels``: the clamp range of the channel count.
+    ``min_channels`` / ``max_channels``: the clamp range of the channel count; ``ll128_c2c``:
+    LL128 allowed across servers of C2C-hosted accelerators (``NCCL_LL128_C2C``, default 1).
     """
 
     algorithms: frozenset[str] | None = None
@@ -64,6 +68,7 @@ class NcclEnv:
     min_channels: int | None = None
     max_channels: int | None = None
     applied: dict[str, str] = field(default_factory=dict)
+    ll128_c2c: bool = True
 
     def without(self, *names: str) -> NcclEnv:
         """This environment less the variables ``names`` (a command-line flag took precedence)."""
@@ -162,4 +167,7 @@ def read_nccl_env(env: Mapping[str, str]) -> NcclEnv:
     )
     if lo is not None and hi is not None and lo > hi:
         raise UsageError(f"{lo} exceeds NCCL_MAX_NCHANNELS={hi}", source="NCCL_MIN_NCHANNELS")
-    return NcclEnv(algos, protos, lo, hi, applied)
+    c2c = applied.get("NCCL_LL128_C2C", "1").strip()
+    if c2c not in ("0", "1"):
+        raise UsageError(f"{c2c!r} must be 0 (off) or 1 (on)", source="NCCL_LL128_C2C")
+    return NcclEnv(algos, protos, lo, hi, applied, ll128_c2c=c2c == "1")

@@ -124,6 +124,10 @@ class BenchRequest:
         Narrow the tuner as NCCL's environment does (:mod:`scaleup.tune.nccl_env`): the
         algorithms and protocols allowed (None: all), and the range the channel counts are
         clamped into. The pins above take precedence.
+    ll128_c2c
+        ``NCCL_LL128_C2C``: LL128 may run across servers of accelerators hosted over
+        NVLink-C2C (default True, NCCL 2.27 and later; False reproduces NCCL 2.26 and earlier,
+        :func:`scaleup.tune.rules.enabled_protocols`). A library rule, not a pin.
     family
         Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
     selection
@@ -151,6 +155,7 @@ class BenchRequest:
     min_channels: int | None = None
     max_channels: int | None = None
     selection: str = "nccl-model"
+    ll128_c2c: bool = True
 
     @property
     def pinned(self) -> bool:
@@ -198,6 +203,10 @@ class BenchRequest:
             check_at_most(self.channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
         check_family(self.family)
         _known(self.selection, SELECTIONS, "selection", "selection")
+        if not isinstance(self.ll128_c2c, bool):
+            raise UsageError(
+                f"ll128_c2c must be a bool, got {self.ll128_c2c!r}", source="ll128_c2c"
+            )
         self._check_narrowing()
 
     def _check_narrowing(self) -> None:

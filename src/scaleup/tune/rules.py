@@ -13,7 +13,9 @@ The enable rules applied here (prior-art §4.3):
   for, and with at least two channels (:mod:`scaleup.tune.nvls`: ``ncclNvlsSupported``, NCCL
   2.30.7 ``src/graph/tuning.cc``); NVLS all_gather / reduce_scatter never across servers;
 - ``ll128`` only on NVLink-class paths (NCCL enables it up to NVB intra-node paths, never over
-  PCIe-only or host-staged paths);
+  PCIe-only or host-staged paths); across servers, on accelerators whose host link is
+  NVLink-C2C (GB200, GB300: their NICs hang off the CPU), only while ``NCCL_LL128_C2C`` is 1
+  (:func:`enabled_protocols`);
 - ``hierarchical`` only when the ranks span more than one server;
 - ``torus`` (rings along each dimension of a grid) only on a
   :class:`~scaleup.topology.torus.TorusTopology` whose whole torus is the group, in rank order
@@ -229,16 +231,41 @@ def _vendor_library_free(topology: Topology, ranks: Sequence[int] | None) -> boo
 
 
 def enabled_protocols(
-    topology: Topology, algorithm: str, ranks: Sequence[int] | None = None
+    topology: Topology,
+    algorithm: str,
+    ranks: Sequence[int] | None = None,
+    *,
+    ll128_c2c: bool = True,
 ) -> list[str]:
     """Protocols enabled for ``algorithm`` (NCCL's order: LL, LL128, Simple): NVLS is
-    Simple-only; LL128 only on NVLink paths."""
+    Simple-only; LL128 only on NVLink paths, and across servers of C2C-hosted accelerators
+    only with ``ll128_c2c`` (``NCCL_LL128_C2C``).
+
+    NCCL enables LL128 across nodes by the class of the path from a GPU to its NIC
+    (``typeInter``; NVIDIA/nccl @5067397c src/graph/tuning.cc lines 515-526): up to PXN on
+    Hopper and later while ``NCCL_LL128_C2C`` is 1 (line 235: the default), else up to PXB. A
+    GPU whose host link is NVLink-C2C reaches a NIC on its CPU's PCIe over a path NCCL 2.27 and
+    later class as P2C, between PXB and PXN (src/graph/paths.cc at v2.27.3-1 lines 670-680),
+    so LL128 runs there; ``NCCL_LL128_C2C=0`` turns it off. NCCL 2.26 and earlier had no P2C
+    class: the same path was PHB, beyond PXN (v2.26.2-1 tuning.cc line 429), and LL128 never
+    ran across GB200 nodes -- what ``ll128_c2c=False`` reproduces for runs of those versions.
+    """
     if algorithm in ("nvls", "nvls_tree"):
         return ["simple"]
     protos = ["ll", "simple"]
-    if analysis.nvlink_class(topology, ranks):
+    if analysis.nvlink_class(topology, ranks) and (ll128_c2c or not _c2c_across(topology, ranks)):
         protos.insert(1, "ll128")
     return protos
+
+
+def _c2c_across(topology: Topology, ranks: Sequence[int] | None) -> bool:
+    """Whether ``ranks`` span servers and one of their accelerators is hosted over NVLink-C2C
+    (catalog ``host_link_tech``): its NIC path is NCCL's P2C (PHB before NCCL 2.27)."""
+    if len(set(analysis.rank_nodes(topology, ranks))) < 2:
+        return False
+    accs = topology.accelerators
+    chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
+    return any(str(hardware.accelerator(a.type).host_link.family) == "c2c" for a in chosen)
 
 
 def candidates(
@@ -253,6 +280,7 @@ def candidates(
     channels: int | None = None,
     family: str = "nccl",
     counts: Sequence[int] | None = None,
+    ll128_c2c: bool = True,
 ) -> list[Candidate]:
     """Every enabled candidate, narrowed by the ``algo``/``proto``/``channels`` overrides.
 
@@ -263,7 +291,8 @@ def candidates(
     switch does, NCCL's channel floor) hold even for an override: NCCL finds no algorithm then,
     and so a :class:`~scaleup.errors.UsageError` says why.
     ``counts``: the channel counts to try (a session passes its searched plan's), else
-    :func:`~scaleup.tune.channels.channel_counts` searched here; the torus algorithm on a whole
+    :func:`~scaleup.tune.channels.channel_counts` searched here; ``ll128_c2c``:
+    ``NCCL_LL128_C2C`` (:func:`enabled_protocols`); the torus algorithm on a whole
     torus tries :func:`~scaleup.tune.channels.torus_channel_counts` of them (``NCCL_MIN/
     MAX_NCHANNELS`` do not bound the counts it adds: it is enabled only where NCCL is not the
     library).
@@ -276,7 +305,11 @@ def candidates(
     grid = torus_group(topology, ranks) if channels is None else None
     out: list[Candidate] = []
     for a in algos:
-        protos = [proto] if proto is not None else enabled_protocols(topology, a, ranks)
+        protos = (
+            [proto]
+            if proto is not None
+            else enabled_protocols(topology, a, ranks, ll128_c2c=ll128_c2c)
+        )
         tried = torus_channel_counts(grid, counts) if a == "torus" and grid else counts
         out.extend(Candidate(a, p, c) for p in protos for c in tried)
     return _runnable(topology, collective, ranks, out, dtype=dtype, redop=redop, family=family)

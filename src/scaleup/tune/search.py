@@ -162,6 +162,7 @@ class TuneSession:
             channels=request.channels,
             family=request.family,
             counts=request.clamp_counts(question.shape.counts),
+            ll128_c2c=request.ll128_c2c,
         )
         cands = request.narrow(cands)
         msccl = () if request.pinned else msccl_rule(topology, request.op, ranks)
