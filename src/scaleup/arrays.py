@@ -3,11 +3,12 @@
 From numpy 2.3, ``np.unique(x)`` called without ``return_index`` / ``return_inverse`` /
 ``return_counts`` finds the distinct values with a hash table and sorts them afterwards. On the
 integer arrays scaleup asks about (ranks, channel tags, constraint rows, device ids) that is
-2-15 times slower than sorting once and keeping the first of each run, from about 500 elements
-up (numpy 2.4.6 on this project's CI machine: 600 int64 values 25 vs 11 us, 5,000 values 366 vs
-60 us, 2 million 471 vs 30 ms). The symmetry search of a 144-rank schedule spent 135 of its 219 s
-in that path (BENCHMARKS.md, eighteenth session). :func:`unique` returns what ``np.unique`` did
-before the hash path (numpy 1.26 sorts too), so the result does not depend on the numpy version.
+3-20 times slower than sorting once and keeping the first of each run, from about 500 elements
+up (``python bench/bench_unique.py``, numpy 2.4.6: 600 int64 values 45 vs 12 us, 5,000 values
+607 vs 71 us, 2 million 889 vs 47 ms). The symmetry search of a 144-rank schedule spent 135 of
+its 219 s in ``np.unique`` (BENCHMARKS.md, eighteenth session). :func:`unique` returns what
+``np.unique`` did before the hash path (numpy 1.26 sorts too), so the result does not depend on
+the numpy version.
 """
 
 from __future__ import annotations
