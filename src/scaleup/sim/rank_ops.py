@@ -115,7 +115,8 @@ class RankOps:
         holding the same peer."""
         found = self._shape_cache.get(tag)
         if found is None:
-            first_of = _OwnPeers.of(rows).first_of
+            own = self._own_peers(rows) if tag == self.k0 else _OwnPeers.of(rows)
+            first_of = own.first_of
             ids = self._shape_ids
             found = np.array(
                 [ids.setdefault(r.tobytes(), len(ids)) for r in first_of], dtype=np.int64
