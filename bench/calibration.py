@@ -18,9 +18,14 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scaleup.collectives.spec import busbw_factor
 from scaleup.errors import InputError
+
+if TYPE_CHECKING:
+    from scaleup.topology.model import Topology
+    from scaleup.tune import TuneSession
 
 __all__ = [
     "BIG_BYTES",
@@ -149,6 +154,17 @@ SYSTEMS: tuple[SystemModel, ...] = (
         note="EFA 3200 Gb/s per instance: 32 x 100 Gb/s EFA, which aws-ofi-nccl stripes as the "
         "four rails of one NCCL NIC per GPU (`efa-400g`, 8 per node); its step latency and the "
         "latency it reports to NCCL are the plugin's (catalog nics.efa-400g)",
+    ),
+    *(
+        SystemModel(
+            f"AWS p5.48xlarge x{n} (SageMaker HyperPod; NCCL 2.28.7)",
+            f"{n}xdgx-h100:nic=efa-400g",
+            note="as 'AWS p5.48xlarge x2' (`efa-400g`); on more than two nodes aws-ofi-nccl's "
+            "region tuner picks the algorithm and protocol (scaleup.tune.ofi_tuner; the run "
+            "named it with NCCL_TUNER_PLUGIN, which NCCL 2.21 and later load from the network "
+            "plugin by default anyway)",
+        )
+        for n in (2, 4, 8, 16, 32)
     ),
     SystemModel(
         "Azure ND A100 v4 (1 VM)",
@@ -355,6 +371,7 @@ MULTI_NODE: frozenset[str] = frozenset(
     {
         "OCI BM.GPU.GB200.4 x2 nodes (same NVL72 rack; MNNVL)",
         "AWS p5.48xlarge x2",
+        *(f"AWS p5.48xlarge x{n} (SageMaker HyperPod; NCCL 2.28.7)" for n in (2, 4, 8, 16, 32)),
         "8x H100 + 8x 400G RoCE (4+ nodes)",
         "DGX A100 multi-node (maintainer statement)",
         "CoreWeave GB200 NVL72 full rack (72 GPUs; 18 compute trays)",
@@ -570,15 +587,46 @@ MODEL_NOTES: tuple[str, ...] = (
     "node of the double binary tree (parent and both children through the chain head's NIC: "
     "the TREE pattern the simulator builds, docs/models.md section 12) plus one where it is a "
     "leaf; two racks have no inner node, so their tree is NVLink-bound instead. NCCL's default "
-    "BALANCED_TREE sends one child through the chain's second GPU and its NIC, which would "
-    "raise that bound by up to 1.5x; so the equal rates may be a coincidence of two gaps, and "
-    "are not claimed as a confirmation. Taken at face value, a fixed ~4 ms per call is "
+    "BALANCED_TREE sends one child through the chain's second GPU, but to the same NIC "
+    "(search.cc ncclTopoSearchCheckNet line 614), so that NIC load, and the bound, are NCCL's "
+    "too (docs/models.md section 12). So the bandwidth is explained and a fixed ~4 ms per call is "
     "missing, which two racks do not show (their tree "
     "rows are within -4..+4%): it grows with the racks, not with the bytes. What costs it "
     "(the tree's five network levels across 20 racks, the proxies' progress, the InfiniBand "
     "fabric's routing, which the sources do not describe) is not found; and whether NCCL ran "
     "the ring at 8-16 GiB, as its model says, or kept the tree, as the times suggest, the "
     "output does not say. Not explained; no parameter is moved for these rows.",
+    "**AWS p5 on 2-32 nodes (SageMaker HyperPod, NCCL 2.28.7, aws-ofi-nccl 1.16.3)**: one "
+    "harness and software stack on 2, 4, 8, 16 and 32 p5.48xlarge, all_reduce 32 MiB-8 GiB "
+    "(crazyguitar/aws-gpu-communication-benchmark), added after the model: nothing in it was "
+    "read from them. On more than two nodes NCCL ran what aws-ofi-nccl's region tuner picks "
+    "(scaleup.tune.ofi_tuner; docs/models.md section 20), and the measured curves step where "
+    "its regions change: a flat stretch of 270-280 GB/s busbw (ring LL128) that jumps to "
+    "348-357 where ring Simple takes over (4 nodes at 2 GiB, 8 at 4 GiB, 16 at 8 GiB), and on "
+    "32 nodes NVLS-Tree, ring LL128 and NVLS-Tree in turn. Without the plugin the simulator "
+    "ran NCCL's own pick (NVLS-Tree from 128 MiB on 4 nodes: +24% / +18% / +27% at 128 MiB / "
+    "256 MiB / 1 GiB, where the plugin's ring LL128 gives +6.2% / +5.0% / +24%). Where the "
+    "simulated algorithm reaches its rate the rows agree: ring Simple +0.4..+4.5% (4-16 nodes, "
+    "2-8 GiB), ring LL128 at 64-512 MiB -0.2..+10.8%, 32 nodes' ring LL128 at 2 GiB +0.9%, two "
+    "nodes (NCCL's own pick, NVLS-Tree) +1.7..+7.6% at 128 MiB-8 GiB, as the other p5 pair. "
+    "Not explained: (1) ring LL128 at 1-2 GiB stops at 270-280 GB/s (0.78-0.80 of ring Simple "
+    "at the next size) where the simulated one reaches 338-348 (+24..+27%); (2) tree LL128 "
+    "on 8-32 nodes runs at about half the simulated rate (+48..+109% at 32-256 MiB; measured "
+    "marginal rates between sizes 63-110 GB/s of algbw, the simulated NIC bound 187: three "
+    "shares of a channel one way on an inner node's NIC, one on a leaf's, at 47.5 GB/s); (3) "
+    "NVLS-Tree on 16-32 nodes (+22% at 4 GiB on 16; +105% / +59% / +23% / +17% at 512 MiB / "
+    "1 GiB / 4 GiB / 8 GiB on 32). A lead for (1) and (2): NCCL's own model, with the "
+    "plugin's pick, is within +3.5..+10.1% on ring LL128 at 1-2 GiB and -6.9..-17.9% on tree "
+    "LL128 at 64-256 MiB, because it caps LL128 at perChMaxRingLL128Bws / "
+    "perChMaxTreeLL128Bws (Hopper 36.7 / 29 GB/s, tuning.cc lines 326-337) times the graph's "
+    "channels (8 here, one per NIC), before NCCL doubles them into 16 thread blocks; the "
+    "simulator applies the same figures per thread block (sim.params.CTA_BYTES_PER_S), so "
+    "over 16 they never bind. Read per graph channel (per NIC path), they would be LL128's rate "
+    "through one NIC (36.7 of Simple's 48), which is what these rows show; whether they are, "
+    "no single-node row here can say (none runs LL128 at >= 64 MiB), and the change would move "
+    "every LL128 result, so it is left as the lead. NCCL's model is not closer everywhere: its "
+    "ring LL128 at 64-512 MiB is +10.7..+37.6% slow (the 75 us the plugin reports for each "
+    "network step, catalog nics.efa-400g). No parameter is moved for these rows.",
     "**Four NICs per eight GPUs (`nics=4`)**: NCCL's model (previous note) picks the ring on "
     "2x 8 A100 + 4 HDR (ring graph 4 channels x 24 GB/s; the tree's 4 channels, though raised "
     "to 48 GB/s inside the nodes on two nodes, are capped at 4 x perChMaxTreeBws 23.6): the "
@@ -822,21 +870,30 @@ class Comparison:
 
 def row_env(row: MeasuredRow) -> dict[str, str]:
     """The NCCL variables a row's run amounts to, as `scaleup bench` reads them
-    (:mod:`scaleup.tune.nccl_env`): ``NCCL_NVLS_ENABLE=0`` where the run set it, and
+    (:mod:`scaleup.tune.nccl_env`): ``NCCL_NVLS_ENABLE=0`` where the run set it,
     ``NCCL_LL128_C2C=0`` where its library predates NCCL 2.27, which had no P2C path class and
     so never ran LL128 across nodes of C2C-hosted GPUs (:func:`scaleup.tune.rules.
-    enabled_protocols`; only GB200 / GB300 multi-node rows are affected).
+    enabled_protocols`; only GB200 / GB300 multi-node rows are affected), and
+    ``NCCL_TUNER_PLUGIN=none`` where it predates NCCL 2.21 and the run named no tuner plugin
+    (before 2.21 NCCL loaded none from the network plugin: aws-ofi-nccl src/Makefile.am lines
+    87-98; only p5 rows on more than two nodes could be affected, :mod:`scaleup.tune.ofi_tuner`).
 
     >>> row_env(MeasuredRow("s", "GB200", "144", "f", "all_reduce", 1, 1.0, None, None,
     ...                     "default with NCCL_NVLS_ENABLE=0", "2.26.2 (image ...)", "src", 2))
     {'NCCL_NVLS_ENABLE': '0', 'NCCL_LL128_C2C': '0'}
+    >>> row_env(MeasuredRow("s", "H100", "16", "f", "all_reduce", 1, 1.0, None, None,
+    ...                     "default", "2.20.3 with aws-ofi-nccl 1.8.1", "src", 2))
+    {'NCCL_LL128_C2C': '0', 'NCCL_TUNER_PLUGIN': 'none'}
     """
     env = {}
     if "nvls_enable=0" in row.algo.lower():
         env["NCCL_NVLS_ENABLE"] = "0"
     version = re.match(r"\s*(\d+)\.(\d+)", row.nccl_version)
-    if version is not None and (int(version[1]), int(version[2])) < (2, 27):
+    release = None if version is None else (int(version[1]), int(version[2]))
+    if release is not None and release < (2, 27):
         env["NCCL_LL128_C2C"] = "0"
+    if release is not None and release < (2, 21) and "nccl_tuner_plugin" not in row.algo.lower():
+        env["NCCL_TUNER_PLUGIN"] = "none"
     return env
 
 
@@ -848,19 +905,19 @@ def _simulate(
     selection: str,
     ranks: int | None = None,
     env: tuple[tuple[str, str], ...] = (),
+    session: _SystemSession | None = None,
 ) -> tuple[float, float, str, str]:
     """Time one row on its model under ``env``, the NCCL variables of the row's run
-    (:func:`row_env`), which the tuner honours as `scaleup bench` does."""
+    (:func:`row_env`), which the tuner honours as `scaleup bench` does; in ``session`` (the
+    system's topology and tuning session, shared by its rows as one `scaleup bench` sweep
+    shares them across sizes) where given."""
     from scaleup.bench import busbw_gb_per_s
     from scaleup.collectives.spec import itemsize, nccl_size_and_count
-    from scaleup.topology import resolve_topology
-    from scaleup.tune import BenchRequest, TuneSession
+    from scaleup.tune import BenchRequest
     from scaleup.tune.nccl_env import read_nccl_env
 
-    assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled systems
-    topo = resolve_topology(model.topology)
-    if model.no_p2p:
-        topo = topo.with_peer_access(False)
+    session = session or _SystemSession.of(model)
+    topo = session.topology
     n = ranks or model.ranks or len(topo.accelerators)
     size, _, _ = nccl_size_and_count(collective, nbytes, itemsize("float32"), n)
     # What `scaleup bench` runs: the pruned search (proven bounds; the same choice as `tune`'s
@@ -868,11 +925,31 @@ def _simulate(
     nccl = read_nccl_env(dict(env))
     request = BenchRequest(
         op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo, selection=selection,
-        algorithms=nccl.algorithms, ll128_c2c=nccl.ll128_c2c,
+        algorithms=nccl.algorithms, ll128_c2c=nccl.ll128_c2c, net_tuner=nccl.net_tuner,
     )  # fmt: skip
-    choice = TuneSession().sweep(topo, request)[0]
+    choice = session.session.sweep(topo, request)[0]
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
     return choice.time_s * 1e6, busbw, choice.algorithm, choice.protocol
+
+
+@dataclass(frozen=True)
+class _SystemSession:
+    """A system's resolved topology and the tuning session its rows share (channel searches,
+    compiled schedules), so that each size is not searched from scratch."""
+
+    topology: Topology
+    session: TuneSession
+
+    @classmethod
+    def of(cls, model: SystemModel) -> _SystemSession:
+        from scaleup.topology import resolve_topology
+        from scaleup.tune import TuneSession
+
+        assert model.topology is not None  # noqa: S101 - internal: callers filter unmodelled
+        topo = resolve_topology(model.topology)
+        if model.no_p2p:
+            topo = topo.with_peer_access(False)
+        return cls(topo, TuneSession())
 
 
 def _rel(sim: float | None, measured: float | None) -> float | None:
@@ -891,6 +968,7 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
         selection = BenchRequest().selection
     out = []
     cache: dict[tuple[object, ...], tuple[float, float, str, str]] = {}
+    current: tuple[SystemModel | None, _SystemSession | None] = (None, None)
     for row in rows:
         model = model_for(row.system)
         algo = algo_constraint(row.algo)
@@ -917,8 +995,10 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
             env = tuple(row_env(row).items())
             key = (row.system, row.collective, sim_bytes, algo, ranks, env)
             if key not in cache:
+                if current[0] is not model:  # one system's session at a time (memory)
+                    current = (model, _SystemSession.of(model))
                 cache[key] = _simulate(
-                    model, row.collective, sim_bytes, algo, selection, ranks, env
+                    model, row.collective, sim_bytes, algo, selection, ranks, env, current[1]
                 )
             sim = cache[key]
         time_us, busbw, s_algo, s_proto = sim if sim else (None, None, None, None)

@@ -72,6 +72,9 @@ def test_nvls_enable_zero_removes_nvls():
         ("NCCL_MAX_NCHANNELS", "100000"),
         ("NCCL_NVLS_ENABLE", "yes"),
         ("NCCL_LL128_C2C", "2"),
+        ("NCCL_TUNER_PLUGIN", "libnccl-tuner-example.so"),
+        ("OFI_NCCL_TUNER_TYPE", "Model"),
+        ("OFI_NCCL_TUNER_TYPE", "regions"),
     ],
 )
 def test_bad_values_name_their_variable(var, value):
@@ -85,6 +88,14 @@ def test_ll128_c2c_reads_zero_and_one():
     assert read_nccl_env({}).ll128_c2c is True
     assert read_nccl_env({"NCCL_LL128_C2C": "1"}).ll128_c2c is True
     assert read_nccl_env({"NCCL_LL128_C2C": " 0 "}).ll128_c2c is False
+
+
+def test_net_tuner_on_by_default_off_by_none_or_internal():
+    assert read_nccl_env({}).net_tuner is True
+    assert read_nccl_env({"NCCL_TUNER_PLUGIN": "libnccl-tuner-ofi.so"}).net_tuner is True
+    assert read_nccl_env({"OFI_NCCL_TUNER_TYPE": "region"}).net_tuner is True
+    assert read_nccl_env({"NCCL_TUNER_PLUGIN": "NONE"}).net_tuner is False
+    assert read_nccl_env({"OFI_NCCL_TUNER_TYPE": "Internal"}).net_tuner is False
 
 
 def test_min_above_max_is_refused():

@@ -134,11 +134,16 @@ def _model_lines(e: Explanation) -> list[str]:
         f"{'*' if (a, p) == (e.algorithm, e.protocol) else ''}{a}/{p} {t * 1e6:.1f} us"
         for a, p, t in ranked
     ]
-    return [
+    head = (
         f"#   picked as {e.model}'s cost model picks (tuning.cc ncclTopoGetAlgoTime; "
-        "--select nccl-model), its predicted times:",
-        "#     " + ", ".join(cells),
-    ]
+        "--select nccl-model), its predicted times:"
+    )
+    if e.plugin:
+        head = (
+            f"#   picked by the {e.plugin} (nccl_ofi_regions.cpp; NCCL_TUNER_PLUGIN=none turns "
+            "it off) over NCCL's cost model, whose predicted times are:"
+        )
+    return [head, "#     " + ", ".join(cells)]
 
 
 def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:

@@ -296,6 +296,7 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
             min_channels=nccl.min_channels,
             max_channels=nccl.max_channels,
             ll128_c2c=nccl.ll128_c2c,
+            net_tuner=nccl.net_tuner,
             **({} if flags.selection is None else {"selection": flags.selection}),
         )
     return request, args

@@ -35,6 +35,8 @@ class TunedChoice:
     predicted: tuple[tuple[str, str, float], ...] = field(default=(), repr=False, compare=False)
     #: whose model predicted them: ``NCCL``, or ``RCCL`` on AMD nodes (its own constants)
     model: str = field(default="NCCL", compare=False)
+    #: the tuner plugin that chose over the model (:mod:`scaleup.tune.ofi_tuner`; "": none)
+    plugin: str = field(default="", compare=False)
 
     @property
     def candidate(self) -> Candidate:
@@ -50,6 +52,8 @@ class TunedChoice:
             lines.append(
                 f"{mark} {cand.algorithm}/{cand.protocol}/{cand.channels}: {time_s * 1e6:.2f} us"
             )
+        if self.plugin:
+            lines.append(f"picked by the {self.plugin} over the model's least")
         if self.predicted:
             lines.append(f"{self.model}'s model (tuning.cc), least first:")
             for algo, proto, time_s in sorted(self.predicted, key=lambda p: p[2]):

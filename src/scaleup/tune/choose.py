@@ -17,6 +17,7 @@ from scaleup.tune.msccl import MscclRange, msccl_candidate
 from scaleup.tune.nccl_inputs import nvls_channels
 from scaleup.tune.nccl_model import ALGO_ORDER, PROTO_ORDER, ModelInputs, cost_table
 from scaleup.tune.observe import CandidateOutcome
+from scaleup.tune.ofi_tuner import PLUGIN, OfiRegionTuner
 from scaleup.tune.p2p_rule import P2pRule
 from scaleup.tune.question import Question, Timed
 from scaleup.tune.rccl_tables import after_pick
@@ -54,6 +55,7 @@ class SizePass:
         trim: ChannelTrim | None = None,
         p2p: P2pRule | None = None,
         model: ModelInputs | None = None,
+        plugin: OfiRegionTuner | None = None,
     ) -> None:
         self.question = question
         self.cands = cands
@@ -67,6 +69,8 @@ class SizePass:
         self.p2p = p2p
         #: NCCL's view of the group where the selection is ``nccl-model`` (else None)
         self.model = model
+        #: the network plugin's tuner, which overrides the model's pick where it covers a size
+        self.plugin = plugin
 
     def choose(self, nbytes: int, count: int) -> TunedChoice:
         """NCCL's own pick where the selection is ``nccl-model`` and its model covers the
@@ -130,6 +134,14 @@ class SizePass:
                 table, key=lambda ap: (table[ap], ALGO_ORDER.index(ap[0]), PROTO_ORDER.index(ap[1]))
             )
         ]
+        plugged = (
+            None
+            if self.plugin is None
+            else self.plugin.pick(self.question.collective, nbytes, table)
+        )
+        if plugged is not None:  # the plugin set its pair's cost to 0 (ofi_tuner)
+            ranked.remove((*plugged, None))
+            ranked.insert(0, (*plugged, None))
         if self.model.rccl is not None:  # RCCL's rules after its model (rccl_tables.after_pick)
             first = after_pick(
                 self.model.rccl, self.question.collective, nbytes, *ranked[0][:2],
@@ -150,6 +162,7 @@ class SizePass:
                 cand.algorithm, cand.protocol, cand.channels, timed.chunks, timed.time_s,
                 timed.result, verdict, ((cand, timed.time_s),), "nccl-model", predicted,
                 "NCCL" if self.model.rccl is None else "RCCL",
+                PLUGIN if plugged == (algo, proto) else "",
             )  # fmt: skip
         return None
 

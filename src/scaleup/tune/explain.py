@@ -138,6 +138,8 @@ class Explanation:
     predicted: tuple[tuple[str, str, float], ...] = ()
     #: whose model predicted them (``NCCL`` or ``RCCL``)
     model: str = "NCCL"
+    #: the tuner plugin that chose over the model ("": none; :mod:`scaleup.tune.ofi_tuner`)
+    plugin: str = ""
 
     @property
     def chosen(self) -> CandidateTiming:
@@ -145,10 +147,12 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values; ``model`` only where it is not NCCL's (NVIDIA output kept
-        as it was before RCCL's model)."""
+        as it was before RCCL's model), ``plugin`` only where one chose."""
         out = asdict(self)
         if self.model == "NCCL":
             del out["model"]
+        if not self.plugin:
+            del out["plugin"]
         return out
 
 
@@ -212,7 +216,7 @@ def explain_choice(
         topology, outcomes[0].collective if outcomes else "", nranks, nbytes, count, dtype,
         choice.algorithm, choice.protocol, choice.channels, choice.chunks, choice.time_s,
         choice.verification, tuple(timings), None, choice.selection, choice.predicted,
-        choice.model,
+        choice.model, choice.plugin,
     )  # fmt: skip
 
 

@@ -6,9 +6,13 @@ leading ``^`` excludes the names listed instead of keeping only them. ``NCCL_MIN
 tuner's channel counts are clamped the same way), ``NCCL_NVLS_ENABLE=0`` turns NVLS and
 NVLSTree off, and ``NCCL_LL128_C2C=0`` turns LL128 off across servers of accelerators hosted over
 NVLink-C2C (:func:`scaleup.tune.rules.enabled_protocols`; NCCL before 2.27 never ran it there).
+``NCCL_TUNER_PLUGIN=none`` (NCCL's word for no tuner plugin, src/plugin/tuner.cc line 60) or
+aws-ofi-nccl's ``OFI_NCCL_TUNER_TYPE=Internal`` turn off the EFA plugin's region tuner
+(:mod:`scaleup.tune.ofi_tuner`), which is on by default where it applies; a plugin name must be
+aws-ofi-nccl's (one containing ``ofi``, e.g. ``libnccl-ofi-tuner.so``), the only one modelled.
 :func:`read_nccl_env` turns a mapping (``os.environ``) into an :class:`NcclEnv`, which
 :class:`~scaleup.tune.request.BenchRequest` takes as its ``algorithms``, ``protocols``,
-``min_channels``, ``max_channels`` and ``ll128_c2c`` fields.
+``min_channels``, ``max_channels``, ``ll128_c2c`` and ``net_tuner`` fields.
 
 Names NCCL has but scaleup does not model (``CollnetDirect``, ``CollnetChain``, ``PAT``) are
 accepted: excluding them changes nothing, and including them is an error only when nothing that
@@ -51,6 +55,8 @@ NCCL_ENV_VARS = (
     "NCCL_MAX_NCHANNELS",
     "NCCL_NVLS_ENABLE",
     "NCCL_LL128_C2C",
+    "NCCL_TUNER_PLUGIN",
+    "OFI_NCCL_TUNER_TYPE",
 )
 
 
@@ -60,7 +66,9 @@ class NcclEnv:
 
     ``algorithms`` / ``protocols``: the scaleup names allowed (None: no restriction);
     ``min_channels`` / ``max_channels``: the clamp range of the channel count; ``ll128_c2c``:
-    LL128 allowed across servers of C2C-hosted accelerators (``NCCL_LL128_C2C``, default 1).
+    LL128 allowed across servers of C2C-hosted accelerators (``NCCL_LL128_C2C``, default 1);
+    ``net_tuner``: the network plugin's tuner runs where it applies (``NCCL_TUNER_PLUGIN``,
+    ``OFI_NCCL_TUNER_TYPE``).
     """
 
     algorithms: frozenset[str] | None = None
@@ -69,6 +77,7 @@ class NcclEnv:
     max_channels: int | None = None
     applied: dict[str, str] = field(default_factory=dict)
     ll128_c2c: bool = True
+    net_tuner: bool = True
 
     def without(self, *names: str) -> NcclEnv:
         """This environment less the variables ``names`` (a command-line flag took precedence)."""
@@ -170,4 +179,32 @@ def read_nccl_env(env: Mapping[str, str]) -> NcclEnv:
     c2c = applied.get("NCCL_LL128_C2C", "1").strip()
     if c2c not in ("0", "1"):
         raise UsageError(f"{c2c!r} must be 0 (off) or 1 (on)", source="NCCL_LL128_C2C")
-    return NcclEnv(algos, protos, lo, hi, applied, ll128_c2c=c2c == "1")
+    return NcclEnv(
+        algos, protos, lo, hi, applied, ll128_c2c=c2c == "1", net_tuner=_net_tuner(applied)
+    )
+
+
+def _net_tuner(applied: Mapping[str, str]) -> bool:
+    """Whether aws-ofi-nccl's region tuner runs (see the module docstring).
+
+    >>> _net_tuner({}), _net_tuner({"NCCL_TUNER_PLUGIN": "None"})
+    (True, False)
+    >>> _net_tuner({"NCCL_TUNER_PLUGIN": "/opt/aws-ofi-nccl/lib/libnccl-ofi-tuner.so"})
+    True
+    """
+    plugin = applied.get("NCCL_TUNER_PLUGIN", "").strip()
+    if plugin and plugin.lower() != "none" and "ofi" not in plugin.lower():
+        raise UsageError(
+            f"{plugin!r} names a tuner plugin scaleup does not model; modelled: aws-ofi-nccl's "
+            "(a name containing 'ofi', e.g. libnccl-ofi-tuner.so); 'none' turns tuner plugins off",
+            source="NCCL_TUNER_PLUGIN",
+        )
+    raw = applied.get("OFI_NCCL_TUNER_TYPE", "Region").strip()
+    kind = raw.lower()
+    if kind not in ("region", "internal"):
+        raise UsageError(
+            f"{raw!r} must be Region (the default) or Internal (NCCL's own tuner); the plugin's "
+            "Model tuner is not modelled",
+            source="OFI_NCCL_TUNER_TYPE",
+        )
+    return plugin.lower() != "none" and kind == "region"

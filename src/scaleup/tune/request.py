@@ -128,6 +128,10 @@ class BenchRequest:
         ``NCCL_LL128_C2C``: LL128 may run across servers of accelerators hosted over
         NVLink-C2C (default True, NCCL 2.27 and later; False reproduces NCCL 2.26 and earlier,
         :func:`scaleup.tune.rules.enabled_protocols`). A library rule, not a pin.
+    net_tuner
+        The network plugin's tuner runs where it applies (default True: aws-ofi-nccl's region
+        tuner on p5 / p5e, :mod:`scaleup.tune.ofi_tuner`; ``NCCL_TUNER_PLUGIN=none`` is False).
+        It moves the selection ``nccl-model`` only.
     family
         Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
     selection
@@ -156,6 +160,7 @@ class BenchRequest:
     max_channels: int | None = None
     selection: str = "nccl-model"
     ll128_c2c: bool = True
+    net_tuner: bool = True
 
     @property
     def pinned(self) -> bool:
@@ -203,10 +208,9 @@ class BenchRequest:
             check_at_most(self.channels, MAX_CHANNELS, source="channels", name="MAX_CHANNELS")
         check_family(self.family)
         _known(self.selection, SELECTIONS, "selection", "selection")
-        if not isinstance(self.ll128_c2c, bool):
-            raise UsageError(
-                f"ll128_c2c must be a bool, got {self.ll128_c2c!r}", source="ll128_c2c"
-            )
+        for name in ("ll128_c2c", "net_tuner"):
+            if not isinstance(getattr(self, name), bool):
+                raise UsageError(f"{name} must be a bool, got {getattr(self, name)!r}", source=name)
         self._check_narrowing()
 
     def _check_narrowing(self) -> None:

@@ -49,6 +49,7 @@ from scaleup.tune.choice import TunedChoice
 from scaleup.tune.choose import SizePass
 from scaleup.tune.msccl import msccl_rule
 from scaleup.tune.observe import Observer
+from scaleup.tune.ofi_tuner import OfiRegionTuner
 from scaleup.tune.p2p_rule import P2P_COLLECTIVES, P2pRule
 from scaleup.tune.question import Question
 from scaleup.tune.request import ROOTED, BenchRequest
@@ -171,9 +172,11 @@ class TuneSession:
             nvls = request.clamp_counts((trim.nvls_channels,))[0]
             trim = dataclasses.replace(trim, nvls_channels=nvls)
         p2p = P2pRule.of(topology, ranks) if _p2p_ruled(request) else None
-        model = None
+        model = plugin = None
         if request.selection == "nccl-model" and request.family == "nccl":
             model = question.nccl_model()
+            if model is not None and model.rccl is None and request.net_tuner:
+                plugin = OfiRegionTuner.of(topology, ranks)
         return SizePass(
             question,
             cands,
@@ -183,6 +186,7 @@ class TuneSession:
             trim,
             p2p=p2p,
             model=model,
+            plugin=plugin,
         )
 
 
