@@ -150,11 +150,13 @@ def test_cli_explains_the_plugins_pick_and_reads_its_variables():
     result = runner.invoke(app, [*args, "--explain"])
     assert result.exit_code == 0, result.output
     assert "picked by the aws-ofi-nccl region tuner" in result.output
+    assert "# Tuner plugin: aws-ofi-nccl's region tuner (p5)" in result.output
     record = json.loads(runner.invoke(app, [*args, "--explain", "--json"]).output)
     assert "aws-ofi-nccl region tuner" in json.dumps(record)
     off = runner.invoke(app, args, env={"NCCL_TUNER_PLUGIN": "none"})
     assert off.exit_code == 0, off.output
     assert "nvls_tree" in off.output
+    assert "Tuner plugin" not in off.output
     bad = runner.invoke(app, args, env={"OFI_NCCL_TUNER_TYPE": "Model"})
     assert bad.exit_code == 2
     assert "OFI_NCCL_TUNER_TYPE" in bad.output

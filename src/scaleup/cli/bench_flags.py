@@ -24,6 +24,7 @@ from scaleup.units import parse_size
 
 if TYPE_CHECKING:
     from scaleup.sim.straggler import Stragglers
+    from scaleup.topology.model import Topology
     from scaleup.tune import BenchRequest
     from scaleup.tune.nccl_env import NcclEnv
 
@@ -36,6 +37,7 @@ __all__ = [
     "flag_errors",
     "nccl_env_of",
     "nccl_header",
+    "plugin_header",
     "request_from_flags",
     "split_op",
     "split_topologies",
@@ -269,6 +271,24 @@ def nccl_header(flags: BenchFlags) -> list[str]:
     if overridden:
         line += f"; overridden by flags: {', '.join(overridden)}"
     return [line]
+
+
+def plugin_header(flags: BenchFlags, topo: Topology, nranks: int) -> list[str]:
+    """The header line saying that aws-ofi-nccl's region tuner takes part: an all_reduce on
+    p5 / p5e across more than two nodes, picked as NCCL picks (:mod:`scaleup.tune.ofi_tuner`);
+    none elsewhere, so other output stays as it was."""
+    from scaleup.tune.ofi_tuner import OfiRegionTuner
+
+    env, _ = nccl_env_of(flags)
+    as_nccl = flags.selection in (None, "nccl-model") and flags.tuner in (None, "nccl")
+    if flags.op != "all_reduce" or not env.net_tuner or not as_nccl:
+        return []
+    if OfiRegionTuner.of(topo, range(nranks)) is None:
+        return []
+    return [
+        "# Tuner plugin: aws-ofi-nccl's region tuner (p5) picks the algorithm and protocol where "
+        "its regions cover a size (--explain says where; NCCL_TUNER_PLUGIN=none turns it off)"
+    ]
 
 
 def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:

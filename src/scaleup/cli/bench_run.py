@@ -16,6 +16,7 @@ from scaleup.cli.bench_flags import (
     flag_errors,
     nccl_env_of,
     nccl_header,
+    plugin_header,
     split_topologies,
     straggler_header,
     stragglers_of,
@@ -126,6 +127,7 @@ def print_series(
     for label, rows in series.items():
         if label in topos:
             lines += sim_header(label, topos[label], rows, args)
+            lines += plugin_header(flags, topos[label], rows[0].nranks) if rows else []
         else:
             lines.append(runtime_header(label.split("-", 1)[1], rows, args, flags.ranks or 0))
     lines += nccl_header(flags) + straggler_header(flags)
