@@ -44,6 +44,8 @@ def test_version():
 
 def test_python_dash_m_scaleup(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["scaleup", "--version"])
+    # as in a fresh `python -m scaleup`: another test in this worker may have imported it
+    monkeypatch.delitem(sys.modules, "scaleup.__main__", raising=False)
     with pytest.raises(SystemExit) as info:
         runpy.run_module("scaleup", run_name="__main__", alter_sys=True)
     assert info.value.code in (0, None)
