@@ -601,7 +601,7 @@ MODEL_NOTES: tuple[str, ...] = (
     "(crazyguitar/aws-gpu-communication-benchmark), added after the model: nothing in it was "
     "read from them. On more than two nodes NCCL ran what aws-ofi-nccl's region tuner picks "
     "(scaleup.tune.ofi_tuner; docs/models.md section 20), and the measured curves step where "
-    "its regions change: a flat stretch of 270-280 GB/s busbw (ring LL128) that jumps to "
+    "its regions change: a flat stretch of 269-280 GB/s busbw (ring LL128) that jumps to "
     "348-357 where ring Simple takes over (4 nodes at 2 GiB, 8 at 4 GiB, 16 at 8 GiB), and on "
     "32 nodes NVLS-Tree, ring LL128 and NVLS-Tree in turn. Without the plugin the simulator "
     "ran NCCL's own pick (NVLS-Tree from 128 MiB on 4 nodes: +24% / +18% / +27% at 128 MiB / "
@@ -609,8 +609,9 @@ MODEL_NOTES: tuple[str, ...] = (
     "simulated algorithm reaches its rate the rows agree: ring Simple +0.4..+4.5% (4-16 nodes, "
     "2-8 GiB), ring LL128 at 64-512 MiB -0.2..+10.8%, 32 nodes' ring LL128 at 2 GiB +0.9%, two "
     "nodes (NCCL's own pick, NVLS-Tree) +1.7..+7.6% at 128 MiB-8 GiB, as the other p5 pair. "
-    "Not explained: (1) ring LL128 at 1-2 GiB stops at 270-280 GB/s (0.78-0.80 of ring Simple "
-    "at the next size) where the simulated one reaches 338-348 (+24..+27%); (2) tree LL128 "
+    "Not explained: (1) ring LL128 stops at 269-280 GB/s (0.76-0.81 of the same node count's "
+    "ring Simple) where the simulated one reaches 338-348 (+24..+27% at 512 MiB-1 GiB on 4 "
+    "nodes, 1-2 GiB on 8, 2 GiB on 16); (2) tree LL128 "
     "on 8-32 nodes runs at about half the simulated rate (+48..+109% at 32-256 MiB; measured "
     "marginal rates between sizes 57-110 GB/s of algbw, the simulated NIC bound 178: three "
     "shares of a channel one way on an inner node's NIC, one on a leaf's, at 47.5 GB/s, less "
@@ -888,7 +889,7 @@ def row_env(row: MeasuredRow) -> dict[str, str]:
     enabled_protocols`; only GB200 / GB300 multi-node rows are affected), and
     ``NCCL_TUNER_PLUGIN=none`` where it predates NCCL 2.21 and the run named no tuner plugin
     (before 2.21 NCCL loaded none from the network plugin: aws-ofi-nccl src/Makefile.am lines
-    87-98; only p5 rows on more than two nodes could be affected, :mod:`scaleup.tune.ofi_tuner`).
+    87-97; only p5 rows on more than two nodes could be affected, :mod:`scaleup.tune.ofi_tuner`).
 
     >>> row_env(MeasuredRow("s", "GB200", "144", "f", "all_reduce", 1, 1.0, None, None,
     ...                     "default with NCCL_NVLS_ENABLE=0", "2.26.2 (image ...)", "src", 2))

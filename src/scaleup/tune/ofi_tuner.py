@@ -2,7 +2,7 @@
 
 EFA runs only through the aws-ofi-nccl network plugin, and NCCL 2.21 and later load a tuner
 from the network plugin when ``NCCL_TUNER_PLUGIN`` is unset (aws/aws-ofi-nccl src/Makefile.am
-lines 87-98 at v1.16.3: "By bundling the tuner in the net plugin, we cause the tuner to be used
+lines 87-97 at v1.16.3: "By bundling the tuner in the net plugin, we cause the tuner to be used
 by default"). Its default tuner (``OFI_NCCL_TUNER_TYPE=Region``, include/nccl_ofi_param.h line
 294) covers the plane of (message bytes, ranks) with polygons, each naming an (algorithm,
 protocol) (src/tuner/nccl_ofi_regions.cpp). For a point inside one, or on its edge, the first
