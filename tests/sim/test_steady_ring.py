@@ -32,7 +32,8 @@ def _steady_and_event(
         {**q.params("ring", channels), "channels": channels, "chunks": 1},
     )
     net = session.network(topo)
-    steady = SteadyRing(collective, ring.lanes(q.nranks, params), topo, np.arange(q.nranks), net)
+    lanes = ring.lanes(q.nranks, params)
+    steady = SteadyRing(collective, lanes, topo, np.arange(q.nranks), net, params=params)
     fast = steady.run(protocol(proto), q._ring_block_bytes(channels, count), nbytes)
     ref = q.reference_count(channels, 1)  # as the tuner builds it: equal blocks, scaled
     whole = compile_schedule(q.build("ring", ref, channels, 1), topo, network=net)

@@ -190,11 +190,16 @@ def successors(t: OpTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 def usage_columns(
-    net: Network, var_route: np.ndarray, var_cta: np.ndarray, proto: Protocol
+    net: Network,
+    var_route: np.ndarray,
+    var_cta: np.ndarray,
+    proto: Protocol,
+    cta_use: np.ndarray | None = None,
 ) -> tuple[Any, ...]:
     """CSC usage columns ``(col_ptr, row, use, carried)`` of every variable for ``proto``: its
     route's channel and memory entries, then, for fabric transfers, its thread block (row
-    ``net.n_constraints + cta``; local ops use the whole GPU)."""
+    ``net.n_constraints + cta``, using ``cta_use[var]`` of it per byte/s, default 1; local ops
+    use the whole GPU)."""
     routes = net.routes
     base = net.n_constraints
     used_routes, var_r = np.unique(var_route, return_inverse=True)
@@ -224,4 +229,6 @@ def usage_columns(
     row_e, use_e, car_e = np.empty(n_e, dtype=np.int64), np.ones(n_e), np.zeros(n_e)
     row_e[slot], use_e[slot], car_e[slot] = rows_all[ent], use_all[ent], car_all[ent]
     row_e[col_ptr[cta_v + 1] - 1] = base + var_cta[cta_v]
+    if cta_use is not None:
+        use_e[col_ptr[cta_v + 1] - 1] = cta_use[cta_v]
     return (col_ptr, row_e.astype(np.int64), use_e, car_e)

@@ -31,7 +31,9 @@ __all__ = [
     "LINK_EFFICIENCY",
     "LOCAL_COPY_HBM_ACCESSES",
     "MAX_ECMP_FANOUT",
+    "NCCL_ARCH_ROW",
     "NCCL_BASE_LATENCY_S",
+    "NCCL_GRAPH_CHANNEL_BUS_GB_PER_S",
     "NCCL_HW_LATENCY_S",
     "NCCL_NET_OVERHEAD_CPU_S",
     "NCCL_NET_OVERHEAD_S",
@@ -359,6 +361,35 @@ CTA_BYTES_PER_S: Final = MappingProxyType(
         "blackwell": MappingProxyType({"simple": 90e9, "ll128": 40e9, "ll": 45e9}),
         "cdna3": MappingProxyType({"simple": 48e9, "ll128": 45e9, "ll": 24e9}),
     }
+)
+#: NCCL's per-channel throughput caps of its cost model, in bus GB/s per *graph* channel, by
+#: (algorithm, protocol), architecture row (:data:`NCCL_ARCH_ROW`) and node count (one, two,
+#: more): tuning.cc ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws`` and ``perChMaxTreeBws``
+#: (NVIDIA/nccl @5067397c lines 184-204; the Hopper rows are the same in v2.28.7-1, lines
+#: 175-192, the version of the p5 rows). NCCL multiplies them by ``graphs[a]->nChannels``
+#: (lines 305-308: ring LL128; tree all_reduce at any protocol; tree LL128), the search's
+#: channels, and ``ncclTopoPostset`` then runs each graph channel on two thread blocks
+#: (src/graph/connect.cc line 452: ``nChannels = min(MAXCHANNELS, nChannels*2)``; a tree's
+#: second copy runs the other tree of the pair). So one cap is shared by the thread blocks a
+#: graph channel is copied onto (:mod:`scaleup.sim.graph_channels`). Across nodes they are below
+#: what the channel's NIC carries (Hopper ring LL128: 36.7 of an NDR / p5 NIC's 50 GB/s; tree
+#: LL128 29 and tree 36 beyond two nodes): NVIDIA's measured per-channel rates of those
+#: algorithms over the network, which no link figure gives.
+NCCL_GRAPH_CHANNEL_BUS_GB_PER_S: Final = MappingProxyType(
+    {
+        ("ring", "ll128"): ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7),
+                            (40.0, 40.0, 40.0)),
+        ("tree", "ll128"): ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0),
+                            (55.6, 31.67, 20.0)),
+        ("tree", "simple"): ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
+                             (70.0, 42.8, 24.0)),
+    }
+)  # fmt: skip
+#: Catalog architecture -> NCCL's compute-capability row (tuning.cc ``compCapIndex``: Volta,
+#: Ampere, Hopper, Blackwell; older parts take Volta's, Ada Ampere's; "rubin": ESTIMATE,
+#: Blackwell's until NCCL tunes Rubin).
+NCCL_ARCH_ROW: Final = MappingProxyType(
+    {"pascal": 0, "volta": 0, "ampere": 1, "ada": 1, "hopper": 2, "blackwell": 3, "rubin": 3}
 )
 #: Architecture names the catalog uses -> the row of :data:`CTA_BYTES_PER_S` and
 #: :data:`NVLS_EFFICIENCY`.

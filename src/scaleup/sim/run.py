@@ -148,7 +148,7 @@ class Run:
             con_bytes, con_busy = _expand(con_bytes, c.orbit), _expand(con_busy, c.orbit)
         c = c.full if isinstance(c, Quotient) else c
         self.con_bytes, self.con_busy = con_bytes, con_busy
-        names = c.net.constraint_names + c.cta_names()
+        names = c.net.constraint_names + c.cta_names(self.proto)
         t = c.topology
         return SimResult(
             time_s=float(end.max()) if c.n_ops else c.start_s(self.proto),

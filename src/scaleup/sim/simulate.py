@@ -37,6 +37,7 @@ from scaleup.sim import params as P
 from scaleup.sim.binding import op_routes, rank_map, successors, usage_columns, variables
 from scaleup.sim.factored import Factored, factor_groups
 from scaleup.sim.fairshare import column_classes, get_solver, merge_constraints
+from scaleup.sim.graph_channels import graph_channel_caps, network_cta_use
 from scaleup.sim.memo import RateMemo
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.pipeline import Pipeline, pipeline_structure
@@ -136,13 +137,8 @@ class CompiledSchedule:
             return hit
         proto = for_topology(proto, self.topology, self.rank_map)  # NCCL's or RCCL's constants
         net = self.net
-        system = usage_columns(net, self.var_route, self.var_cta, proto)
-        accs = self.topology.accelerators
-        cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
-                            for r in self.cta_rank])  # fmt: skip
-        if proto.library == "nccl":
-            cta_cap = np.minimum(cta_cap, self.tree_leg_caps())
-        capacity = np.r_[net.capacity, cta_cap]
+        system = usage_columns(net, self.var_route, self.var_cta, proto, self._cta_use(proto))
+        capacity = np.r_[net.capacity, self._own_cta_caps(proto)]
         latency = self._step_latency(proto) + self.op_route_latency
         memo: dict[bytes, Any] = RateMemo()  # every run of this protocol's, within a budget
         out = (system, capacity, latency, memo)
@@ -177,14 +173,51 @@ class CompiledSchedule:
         caps[leg] = (bus * n / (2 * (n - 1)) / np.maximum(rooted, 1))[leg]
         return caps
 
-    def cta_names(self) -> tuple[str, ...]:
-        """Each thread block's constraint name: ``r<accelerator>.cta``, or
+    def _cta_use(self, proto: Protocol) -> np.ndarray | None:
+        """Per variable, its use of its thread block per byte/s where NCCL's per-graph-channel
+        cap weighs its network transfers (:func:`~scaleup.sim.graph_channels.network_cta_use`),
+        else None (every use 1)."""
+        adapted = for_topology(proto, self.topology, self.rank_map)
+        if adapted.library != "nccl":
+            return None
+        return network_cta_use(self.graph_channel_caps(adapted), self._own_cta_caps(adapted),
+                               self.var_cta, self.var_route, self.net.routes)  # fmt: skip
+
+    def _own_cta_caps(self, proto: Protocol) -> np.ndarray:
+        """Per thread block, its capacity for ``proto`` (adapted to the library): the
+        architecture's per-block rate, NCCL's NVLS-Tree head rate where it applies."""
+        accs = self.topology.accelerators
+        cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
+                        for r in self.cta_rank])  # fmt: skip
+        return np.minimum(cap, self.tree_leg_caps()) if proto.library == "nccl" else cap
+
+    def graph_channel_caps(self, proto: Protocol) -> np.ndarray:
+        """Per thread block, its share of NCCL's per-graph-channel cap for ``proto``
+        (:func:`~scaleup.sim.graph_channels.graph_channel_caps`), else inf."""
+        lib = for_topology(proto, self.topology, self.rank_map).library
+        s = self.schedule
+        return graph_channel_caps(s.algorithm, s.params, proto.name, lib,
+                                  self.topology, self.rank_map, self.cta_rank,
+                                  self.cta_channel)  # fmt: skip
+
+    def cta_names(self, proto: Protocol | None = None) -> tuple[str, ...]:
+        """Each thread block's constraint name: ``r<accelerator>.cta``,
         ``r<accelerator>.nvls-tree-leg`` where NCCL's NVLS-Tree head rate caps it
-        (:meth:`tree_leg_caps`)."""
+        (:meth:`tree_leg_caps`), or, for ``proto``, ``r<accelerator>.graph-channel`` where its
+        network transfers take a share of NCCL's per-graph-channel cap
+        (:meth:`graph_channel_caps`)."""
         leg = np.isfinite(self.tree_leg_caps())
+        shared = np.zeros(self.n_cta, dtype=bool)
+        if proto is not None:
+            use = self._cta_use(proto)
+            if use is not None:
+                shared[self.var_cta[use > 1.0]] = True
+                shared &= ~leg
         return tuple(
-            f"r{int(r)}.{'nvls-tree-leg' if capped else 'cta'}"
-            for r, capped in zip(self.cta_rank.tolist(), leg.tolist(), strict=True)
+            f"r{int(r)}.{'nvls-tree-leg' if capped else 'graph-channel' if sh else 'cta'}"
+            for r, capped, sh in zip(
+                self.cta_rank.tolist(), leg.tolist(), shared.tolist(), strict=True
+            )
         )
 
     def _step_latency(self, proto: Protocol) -> np.ndarray:

@@ -137,7 +137,7 @@ def _result(
     (col_ptr, row, _use, carried), _capacity, _lat, _memo = c.system(protocol(proto_name))
     var_bytes = np.bincount(c.var_of_op, weights=c.count, minlength=c.n_vars) * bytes_per_count
     per_entry = carried * np.repeat(var_bytes, np.diff(col_ptr))
-    names = c.net.constraint_names + c.cta_names()
+    names = c.net.constraint_names + c.cta_names(protocol(proto_name))
     con_bytes = np.bincount(row, weights=per_entry, minlength=len(names))
     busy = np.where(con_bytes > 0, time_s - start_s, 0.0)
     n_ch = c.net.n_channels

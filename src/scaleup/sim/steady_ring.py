@@ -34,7 +34,9 @@ compares it with the event loop where both run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,6 +48,7 @@ from scaleup.errors import UsageError
 from scaleup.sim import params as P
 from scaleup.sim.binding import usage_columns
 from scaleup.sim.fairshare import maxmin
+from scaleup.sim.graph_channels import graph_channel_caps, network_cta_use
 from scaleup.sim.network import LINK_CLASSES, Network
 from scaleup.sim.protocols import Protocol, for_topology, host_launch_s
 from scaleup.sim.timeline import SimResult
@@ -82,13 +85,15 @@ def servers_relay(network: Network, ranks: np.ndarray) -> bool:
 @dataclass(frozen=True)
 class _Phase:
     """One phase's lane rates (payload bytes/s), hop latencies (lanes x positions, s), the
-    payload each lane puts on each constraint per byte of its blocks (for the byte accounting)
-    and the accelerator of each thread block (its constraint follows the fabric's)."""
+    payload each lane puts on each constraint per byte of its blocks (for the byte accounting),
+    the accelerator of each thread block (its constraint follows the fabric's) and its
+    constraint's name."""
 
     rate: np.ndarray
     latency: np.ndarray
     carried: sp.csr_array
     cta_rank: np.ndarray
+    cta_names: tuple[str, ...]
 
 
 class SteadyRing:
@@ -103,11 +108,14 @@ class SteadyRing:
         The ring's lanes (:func:`scaleup.collectives.algorithms.ring.lanes`, one chunk).
     topology, ranks, network
         The fabric, the accelerator of every rank, and the network the routes are added to.
+    params
+        The ring's builder parameters, for NCCL's per-graph-channel caps
+        (:mod:`scaleup.sim.graph_channels`: ``graph_channels``, ``channels``); default none.
     """
 
     def __init__(
         self, collective: str, lanes: Lanes, topology: Topology, ranks: np.ndarray,
-        network: Network,
+        network: Network, params: Mapping[str, Any] | None = None,
     ) -> None:  # fmt: skip
         if collective not in STEADY_COLLECTIVES:
             raise UsageError(
@@ -121,6 +129,7 @@ class SteadyRing:
         self.topology = topology
         self.ranks = np.asarray(ranks, dtype=np.int64)
         self.net = network
+        self.params: Mapping[str, Any] = params or {}
         self.n = lanes.orders.shape[1]
         self._phases: dict[tuple[str, bool], _Phase] = {}
 
@@ -145,14 +154,26 @@ class SteadyRing:
         # one thread block per (sender, channel), as the event loop's variables have
         cta_code = src * (int(ln.channel.max()) + 1) + ln.channel[:, None]
         cta_uniq, cta_of = np.unique(cta_code, return_inverse=True)
-        col_ptr, row, use, car = usage_columns(net, route.ravel(), cta_of.ravel(), proto)
-        lane_of_entry = np.repeat(np.repeat(np.arange(n_lanes), n), np.diff(col_ptr))
-        n_con = net.n_constraints + len(cta_uniq)
-        usage = sp.csr_array((use, (row, lane_of_entry)), shape=(n_con, n_lanes))
         cta_rank = cta_uniq // (int(ln.channel.max()) + 1)
         accs = self.topology.accelerators
         cta_cap = np.array([proto.cta_bytes_per_s(str(hardware.accelerator(accs[int(r)].type).arch))
                             for r in cta_rank.tolist()])  # fmt: skip
+        shared = graph_channel_caps(
+            "ring", self.params, proto.name, proto.library, self.topology,
+            self.ranks, cta_rank, cta_uniq % (int(ln.channel.max()) + 1),
+        )  # fmt: skip
+        cta_use = network_cta_use(shared, cta_cap, cta_of.ravel(), route.ravel(), net.routes)
+        col_ptr, row, use, car = usage_columns(net, route.ravel(), cta_of.ravel(), proto, cta_use)
+        lane_of_entry = np.repeat(np.repeat(np.arange(n_lanes), n), np.diff(col_ptr))
+        n_con = net.n_constraints + len(cta_uniq)
+        usage = sp.csr_array((use, (row, lane_of_entry)), shape=(n_con, n_lanes))
+        weighted = np.zeros(len(cta_uniq), dtype=bool)
+        if cta_use is not None:
+            weighted[cta_of.ravel()[cta_use > 1.0]] = True
+        names = tuple(
+            f"r{int(r)}.{'graph-channel' if w else 'cta'}"
+            for r, w in zip(cta_rank.tolist(), weighted.tolist(), strict=True)
+        )
         capacity = np.r_[net.capacity, cta_cap]
         used = np.flatnonzero(np.diff(usage.indptr) > 0)
         rate = maxmin(usage[used].toarray(), capacity[used])
@@ -166,7 +187,7 @@ class SteadyRing:
         carried = sp.csr_array(
             (car, (row, lane_of_entry)), shape=(n_con, n_lanes)
         )  # payload per byte of each lane's hops, summed over its n hops
-        out = self._phases[(proto.name, reduce)] = _Phase(rate, latency, carried, cta_rank)
+        out = self._phases[(proto.name, reduce)] = _Phase(rate, latency, carried, cta_rank, names)
         return out
 
     def run(self, proto: Protocol, block_bytes: np.ndarray, nbytes: float) -> SimResult:
@@ -199,7 +220,7 @@ class SteadyRing:
         assert ph is not None  # noqa: S101 - likewise
         n_ch = self.net.n_channels
         busy = np.where(con_bytes > 0, time_s - launch, 0.0)
-        cta_names = tuple(f"r{int(r)}.cta" for r in ph.cta_rank.tolist())
+        cta_names = ph.cta_names
         return SimResult(
             time_s=time_s, op_start_s=np.zeros(0), op_end_s=np.zeros(0),
             op_rank=np.zeros(0, dtype=np.int64), op_channel=np.zeros(0, dtype=np.int64),

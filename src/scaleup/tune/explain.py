@@ -262,7 +262,7 @@ def bound_of(
     busy = load / capacity
     i = int(np.argmax(busy)) if len(busy) else 0
     net = compiled.net
-    names = net.constraint_names + compiled.cta_names()
+    names = net.constraint_names + compiled.cta_names(proto)
     ckind = _constraint_kind(compiled, i) if len(busy) else "none"
     if ckind == "thread block":
         payload[i] = load[i]  # a thread block's capacity is payload bytes per second

@@ -108,27 +108,12 @@ LL_MAX_BWS: Final = (
     (141.0, 45.0, 35.0),
     (2 * 141.0, 2 * 45.0, 2 * 35.0),
 )
-#: ``perChMaxRingLL128Bws`` [arch][nodes] (tuning.cc lines 184-190).
-PER_CH_MAX_RING_LL128_BWS: Final = (
-    (20.0, 20.0, 20.0),
-    (20.0, 20.0, 20.0),
-    (36.7, 36.7, 36.7),
-    (40.0, 40.0, 40.0),
-)
-#: ``perChMaxTreeLL128Bws`` [arch][nodes] (tuning.cc lines 191-197).
-PER_CH_MAX_TREE_LL128_BWS: Final = (
-    (20.0, 20.0, 20.0),
-    (20.0, 20.0, 20.0),
-    (36.7, 36.7, 29.0),
-    (55.6, 31.67, 20.0),
-)
-#: ``perChMaxTreeBws`` [arch][nodes] (tuning.cc lines 198-204).
-PER_CH_MAX_TREE_BWS: Final = (
-    (26.5, 18.5, 10.0),
-    (24.0, 23.6, 17.8),
-    (38.7, 41.4, 36.0),
-    (70.0, 42.8, 24.0),
-)
+#: ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``, ``perChMaxTreeBws`` [arch][nodes]
+#: (tuning.cc lines 184-204): the simulator's table, which shares them per graph channel too
+#: (:data:`scaleup.sim.params.NCCL_GRAPH_CHANNEL_BUS_GB_PER_S`).
+PER_CH_MAX_RING_LL128_BWS: Final = P.NCCL_GRAPH_CHANNEL_BUS_GB_PER_S[("ring", "ll128")]
+PER_CH_MAX_TREE_LL128_BWS: Final = P.NCCL_GRAPH_CHANNEL_BUS_GB_PER_S[("tree", "ll128")]
+PER_CH_MAX_TREE_BWS: Final = P.NCCL_GRAPH_CHANNEL_BUS_GB_PER_S[("tree", "simple")]
 #: ``perChMaxNVLSTreeBws`` [arch][nodes] (tuning.cc lines 205-211).
 PER_CH_MAX_NVLS_TREE_BWS: Final = (
     (26.5, 18.5, 10.0),

@@ -127,8 +127,22 @@ class Question:
                 params = nvls_tree_params(self.topology, self.group, self.nvls_heads())
             else:
                 params = self.shape.params(algorithm, channels)
+            graph = self._graph_channels(algorithm)
+            if graph:
+                params = {**params, "graph_channels": graph}
             self._params[key] = params
         return params
+
+    def _graph_channels(self, algorithm: str) -> int | None:
+        """NCCL's searched channels of a ring or tree on this group (its model's graph,
+        :meth:`nccl_model`), which the simulator shares NCCL's per-channel caps over
+        (:mod:`scaleup.sim.graph_channels`); None for other algorithms and libraries."""
+        if algorithm not in ("ring", "tree"):
+            return None
+        inputs = self.nccl_model()
+        if inputs is None or inputs.rccl is not None or algorithm not in inputs.graphs:
+            return None
+        return inputs.graphs[algorithm].n_channels or None
 
     def build(self, algorithm: str, count: int, channels: int, chunks: int) -> Schedule:
         spec = CollectiveSpec(self.collective, self.nranks, count, root=self.root, redop=self.redop)
@@ -280,7 +294,12 @@ class Question:
         ranks = np.arange(self.nranks)  # patterns allowed: the group is every accelerator
         network = self.session.network(self.topology)
         return SteadyRing(
-            self.collective, ring.lanes(self.nranks, params), self.topology, ranks, network
+            self.collective,
+            ring.lanes(self.nranks, params),
+            self.topology,
+            ranks,
+            network,
+            params=params,
         )
 
     def _check_pattern(self, pattern: Pattern) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "normalise_lanes",
     "chains",
     "check_int",
+    "graph_channels",
     "local_copies",
     "local_copy_schedule",
     "op_table",
@@ -79,6 +80,15 @@ def check_int(name: str, value: Any, *, minimum: int = 1) -> int:
             f"parameter {name} must be an integer >= {minimum}, got {value!r}", source=name
         )
     return int(value)
+
+
+def graph_channels(params: dict[str, Any]) -> int | None:
+    """The ``graph_channels`` parameter of a ring or tree: None, or how many channels of the
+    library's searched graph the lanes are copies of (lane ``k`` of graph channel ``k mod
+    graph_channels``). The schedule is the same either way; the simulator shares NCCL's
+    per-channel caps among a graph channel's copies (:mod:`scaleup.sim.graph_channels`)."""
+    value = params.get("graph_channels")
+    return None if value is None else check_int("graph_channels", value)
 
 
 def chains(

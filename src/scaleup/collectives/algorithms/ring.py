@@ -46,6 +46,7 @@ from scaleup.collectives.algorithms._common import (
     SCRATCH,
     chains,
     check_int,
+    graph_channels,
     local_copies,
     reduce_chains,
     split,
@@ -61,7 +62,9 @@ __all__ = [
     "normalise", "row_counts",
 ]  # fmt: skip
 
-PARAMS: dict[str, Any] = {"channels": None, "chunks": 1, "bidirectional": False, "orders": None}
+PARAMS: dict[str, Any] = {
+    "channels": None, "chunks": 1, "bidirectional": False, "orders": None, "graph_channels": None,
+}  # fmt: skip
 
 
 class Lanes:
@@ -107,6 +110,7 @@ def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
         "chunks": check_int("chunks", params.get("chunks", 1)),
         "bidirectional": bool(params.get("bidirectional", False)),
         "orders": orders,
+        "graph_channels": graph_channels(params),
     }
 
 

@@ -46,6 +46,7 @@ from scaleup.collectives.algorithms._common import (
     OUTPUT,
     SCRATCH,
     check_int,
+    graph_channels,
     split,
     table_builder,
 )
@@ -56,7 +57,7 @@ from scaleup.errors import UsageError
 
 __all__ = ["BUILDERS", "PARAMS", "btree_parents", "dtree_parents", "normalise", "tree_map"]
 
-PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "parents": None}
+PARAMS: dict[str, Any] = {"channels": 1, "chunks": 1, "parents": None, "graph_channels": None}
 
 
 def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +75,7 @@ def normalise(spec: CollectiveSpec, params: dict[str, Any]) -> dict[str, Any]:
         "channels": check_int("channels", params.get("channels", 1)),
         "chunks": check_int("chunks", params.get("chunks", 1)),
         "parents": parents,
+        "graph_channels": graph_channels(params),
     }
 
 
