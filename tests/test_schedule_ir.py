@@ -73,6 +73,18 @@ def test_bad_json_names_the_op():
         Schedule.from_json("{", source="x.json")
 
 
+@pytest.mark.parametrize("bad", ["8", 0, -2, 1.5, True])
+def test_a_bad_graph_channels_param_is_rejected_naming_it(bad):
+    """The simulator reads ``params.graph_channels`` (NCCL's per-graph-channel caps), so a
+    file's value is checked as the builders check it; a good one loads."""
+    data = halves_all_reduce().to_dict()
+    data["params"] = {**data.get("params", {}), "graph_channels": bad}
+    with pytest.raises(InputError, match=r"x.json: params.graph_channels: .*integer >= 1"):
+        Schedule.from_dict(data, source="x.json")
+    data["params"]["graph_channels"] = 2
+    assert Schedule.from_dict(data).params["graph_channels"] == 2
+
+
 def test_rank_out_of_range_is_rejected_naming_the_op():
     data = halves_all_reduce().to_dict()
     data["ops"][5]["dsts"][0][0] = 7

@@ -12,9 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from scaleup.collectives.algorithms._common import graph_channels
 from scaleup.collectives.schedule import Buffer, Chunk, Op, OpKind, OpTable, Schedule
 from scaleup.collectives.spec import CollectiveSpec
-from scaleup.errors import InputError, ScaleupError
+from scaleup.errors import InputError, ScaleupError, UsageError
 from scaleup.limits import MAX_ELEMENTS, MAX_RANKS, MAX_SCHEDULE_OPS, MAX_TAG
 
 __all__ = ["schedule_from_dict"]
@@ -92,6 +93,16 @@ def _spec(model: _SpecModel) -> CollectiveSpec:
         raise
 
 
+def _check_sim_params(params: Mapping[str, Any]) -> None:
+    """The parameters the simulator reads from a schedule's ``params`` table, checked as the
+    builders check them: a file may carry any others (they describe how it was built), but
+    these change its timing."""
+    try:
+        graph_channels(dict(params))
+    except UsageError as error:
+        raise InputError(error.message, entry="params.graph_channels") from None
+
+
 def schedule_from_dict(data: Mapping[str, Any], *, source: str = "schedule") -> Schedule:
     """Validate ``data`` (the form :meth:`Schedule.to_dict` writes) and build the Schedule."""
     if not isinstance(data, Mapping):
@@ -102,6 +113,7 @@ def schedule_from_dict(data: Mapping[str, Any], *, source: str = "schedule") -> 
         first = error.errors()[0]
         raise InputError(first["msg"], source=source, entry=_where(tuple(first["loc"]))) from error
     try:
+        _check_sim_params(model.params)
         spec = _spec(model.spec)
         ops = []
         for position, raw in enumerate(model.ops):
