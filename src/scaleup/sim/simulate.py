@@ -122,6 +122,7 @@ class CompiledSchedule:
         self._quotients: dict[str, Quotient | None] = {}
         self._slowed: dict[tuple[object, ...], Slowed] = {}
         self._leg_caps: np.ndarray | None = None
+        self._cta_uses: dict[str, np.ndarray | None] = {}
 
     # ---- protocol-dependent pieces --------------------------------------------------------
     def system(self, proto: Protocol) -> tuple[Any, np.ndarray, np.ndarray, dict[bytes, Any]]:
@@ -176,12 +177,16 @@ class CompiledSchedule:
     def _cta_use(self, proto: Protocol) -> np.ndarray | None:
         """Per variable, its use of its thread block per byte/s where NCCL's per-graph-channel
         cap weighs its network transfers (:func:`~scaleup.sim.graph_channels.network_cta_use`),
-        else None (every use 1)."""
+        else None (every use 1); once per protocol (every result's constraint names ask)."""
+        if proto.name in self._cta_uses:
+            return self._cta_uses[proto.name]
         adapted = for_topology(proto, self.topology, self.rank_map)
-        if adapted.library != "nccl":
-            return None
-        return network_cta_use(self.graph_channel_caps(adapted), self._own_cta_caps(adapted),
-                               self.var_cta, self.var_route, self.net.routes)  # fmt: skip
+        use = None
+        if adapted.library == "nccl":
+            use = network_cta_use(self.graph_channel_caps(adapted), self._own_cta_caps(adapted),
+                                  self.var_cta, self.var_route, self.net.routes)  # fmt: skip
+        self._cta_uses[proto.name] = use
+        return use
 
     def _own_cta_caps(self, proto: Protocol) -> np.ndarray:
         """Per thread block, its capacity for ``proto`` (adapted to the library): the

@@ -85,17 +85,14 @@ COLLECTIVE_ALGOS: Final = MappingProxyType(
 )
 #: Catalog architecture -> NCCL's compute-capability index (tuning.cc lines 263-266:
 #: ``minCompCap >= 100`` Blackwell, ``>= 90`` Hopper, ``>= 80`` Ampere, else Volta) and the
-#: compute capability itself (major x 10) for the tests on ``minCompCap``.
+#: compute capability itself (major x 10) for the tests on ``minCompCap``; the index is the
+#: simulator's row of the same tables (:data:`scaleup.sim.params.NCCL_ARCH_ROW`).
+_COMPCAP: Final = {
+    "pascal": 60, "volta": 70, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100,
+    "rubin": 100,
+}  # fmt: skip
 ARCH_INDEX: Final = MappingProxyType(
-    {
-        "pascal": (0, 60),
-        "volta": (0, 70),
-        "ampere": (1, 80),
-        "ada": (1, 89),
-        "hopper": (2, 90),
-        "blackwell": (3, 100),
-        "rubin": (3, 100),
-    }
+    {arch: (P.NCCL_ARCH_ROW[arch], cc) for arch, cc in _COMPCAP.items()}
 )
 
 #: ``nvlsEfficiency`` (tuning.cc lines 139-144): Volta, Ampere, Hopper, Blackwell.
