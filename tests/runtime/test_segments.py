@@ -166,13 +166,15 @@ def test_a_squatted_control_block_is_one_cli_line(run_prefix: str) -> None:
 
 # ---- limits, checked before anything is created ------------------------------------------------
 def test_world_size_over_the_limit_is_one_cli_line() -> None:
-    before = list_segments(PREFIX)
+    # Only this process's runs: the other xdist worker launches runs of its own meanwhile.
+    mine = f"{PREFIX}{os.getpid()}-"
+    before = list_segments(mine)
     result = CliRunner().invoke(app, ["run", "-n", "100000000000", str(EXAMPLE)])
     assert result.exit_code == 2
     assert result.output.startswith(
         f"error: -n/--nproc: world_size must be an integer in 1..{MAX_WORLD_SIZE}"
     )
-    assert set(list_segments(PREFIX)) <= set(before)
+    assert set(list_segments(mine)) <= set(before)
 
 
 def test_pipe_world_beyond_the_open_file_limit_is_a_usage_error() -> None:
