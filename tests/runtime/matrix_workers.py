@@ -50,24 +50,30 @@ class Case:
         )
 
 
-def variants(name: str, nranks: int, full: bool) -> list[str]:
-    """The ``algo=`` strings an algorithm is run with at world size ``nranks``."""
+def variants(name: str, nranks: int, extra: bool) -> list[str]:
+    """The ``algo=`` strings an algorithm is run with at world size ``nranks`` (``extra``: the
+    channels/chunks variant the base matrix leaves out)."""
+    if extra:
+        return [] if name == "hierarchical" else [f"{name}:channels=2,chunks=2"]
     if name == "hierarchical":  # every node size that divides the world (1 node .. n nodes)
         return [f"hierarchical:ranks_per_node={g}" for g in range(1, nranks + 1) if nranks % g == 0]
-    out = [name]
     if name == "direct":
-        out.append("direct:shot=2")  # the matrix's sizes are all one-shot under shot=auto
-    if full:
-        out.append(f"{name}:channels=2,chunks=2")
-    return out
+        return [name, "direct:shot=2"]  # the matrix's sizes are all one-shot under shot=auto
+    return [name]
 
 
-def cases(nranks: int, full: bool = False) -> list[Case]:
-    """Every case of the matrix for one world size (``full``: more counts and variants)."""
-    counts = [1, 3 * nranks + 1, 7 * nranks] if full else [1, 3 * nranks + 1]
+def cases(nranks: int, extra: bool = False) -> list[Case]:
+    """Every case of the base matrix for one world size; ``extra``: the cases only the ``slow``
+    run adds (a third count for the base variants, and the channels/chunks variants at all three
+    counts), none of them a base case."""
+    base_counts = [1, 3 * nranks + 1]
     out: list[Case] = []
     for name, algorithm in ALGORITHMS.items():
-        for algo in variants(name, nranks, full):
+        base_runs = variants(name, nranks, False)
+        runs = [(algo, [7 * nranks] if extra else base_counts) for algo in base_runs]
+        if extra:
+            runs += [(algo, [*base_counts, 7 * nranks]) for algo in variants(name, nranks, True)]
+        for algo, counts in runs:
             params = parse_algorithm(algo)[1]
             for collective in algorithm.collectives:
                 if collective not in RUNTIME_COLLECTIVES:
@@ -155,10 +161,11 @@ def run_case(case: Case, pools: _Pools) -> str | None:
     )
 
 
-def run_matrix(full: bool = False) -> dict[str, Any]:
-    """Every case for this world size on this rank: failures, cases run and algorithms covered."""
+def run_matrix(extra: bool = False) -> dict[str, Any]:
+    """The base (or ``extra``) cases for this world size on this rank: failures, cases run and
+    algorithms covered."""
     rt.init()
-    todo = cases(rt.world_size(), full)
+    todo = cases(rt.world_size(), extra)
     pools = _Pools(max(c.count for c in todo))
     failures = [f for f in (run_case(c, pools) for c in todo) if f is not None]
     names = sorted({parse_algorithm(c.algo)[0] for c in todo})
@@ -168,7 +175,7 @@ def run_matrix(full: bool = False) -> dict[str, Any]:
 def main() -> int:
     """Under mpiexec: the matrix on the mpi transport; failures on stderr, exit status 1."""
     rt.init(transport="mpi")
-    result = run_matrix(full="--full" in sys.argv)
+    result = run_matrix(extra="--extra" in sys.argv)
     rt.shutdown()
     for failure in result["failures"][:20]:
         print(failure, file=sys.stderr)

@@ -1,9 +1,12 @@
 """The runtime correctness matrix: every algorithm x collective x root x transport x world size 2-5.
 
 Each (transport, world size) is one launch that runs every case inside the ranks
-(:mod:`matrix_workers`); integers must match the numpy reference bit for bit. The default run
+(:mod:`matrix_workers`); integers must match the numpy reference bit for bit. The base matrix
 covers every registered algorithm on every transport (mpi at world sizes 2 and 3, when mpiexec
-runs here); ``slow`` adds mpi at 4 and 5, channels/chunks variants and a third count.
+runs here; ``slow`` adds 4 and 5). ``slow`` also runs the extra cases (channels/chunks variants
+and a third count) on shm at every world size, and on pipe, local and mpi at world size 3: the
+variants change the schedule, which every transport runs the same way, and the base matrix
+already runs every transport; running the extras everywhere cost ~100 s of a ~6 min suite.
 """
 
 from __future__ import annotations
@@ -19,10 +22,16 @@ from scaleup.runtime import launch
 
 WORLDS = [2, 3, 4, 5]
 RunMpi = Callable[..., subprocess.CompletedProcess[str]]
+#: (transport, world size) pairs that run the extra cases.
+EXTRA_RUNS = [
+    *(("shm", w) for w in WORLDS),
+    ("pipe", 3),
+    ("local", 3),
+]
 
 
-def _run(transport: str, world: int, full: bool) -> None:
-    results = launch(matrix_workers.run_matrix, world, full, transport=transport, timeout_s=60)
+def _run(transport: str, world: int, extra: bool) -> None:
+    results = launch(matrix_workers.run_matrix, world, extra, transport=transport, timeout_s=60)
     failures = [f for per_rank in results for f in per_rank["failures"]]
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:15])
     assert results[0]["algorithms"] == sorted(ALGORITHMS)  # no algorithm was filtered out
@@ -31,14 +40,13 @@ def _run(transport: str, world: int, full: bool) -> None:
 @pytest.mark.parametrize("world", WORLDS)
 @pytest.mark.parametrize("transport", ["shm", "pipe", "local"])
 def test_matrix(transport: str, world: int) -> None:
-    _run(transport, world, full=False)
+    _run(transport, world, extra=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", WORLDS)
-@pytest.mark.parametrize("transport", ["shm", "pipe", "local"])
-def test_matrix_full(transport: str, world: int) -> None:
-    _run(transport, world, full=True)
+@pytest.mark.parametrize(("transport", "world"), EXTRA_RUNS)
+def test_matrix_extra(transport: str, world: int) -> None:
+    _run(transport, world, extra=True)
 
 
 @pytest.mark.mpi
@@ -52,9 +60,8 @@ def test_matrix_mpi(run_mpi: RunMpi, world: int) -> None:
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("world", WORLDS)
-def test_matrix_mpi_full(run_mpi: RunMpi, world: int) -> None:
-    proc = run_mpi(world, "matrix_workers.py", "--full")
+def test_matrix_mpi_extra(run_mpi: RunMpi) -> None:
+    proc = run_mpi(3, "matrix_workers.py", "--extra")
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -74,3 +81,20 @@ def test_every_runtime_collective_of_every_algorithm_is_a_case() -> None:
     assert covered == offered
     roots = {case.root for case in matrix_workers.cases(5) if case.collective == "reduce"}
     assert roots == set(range(5))
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_extra_cases_are_new_and_vary_every_algorithm(world: int) -> None:
+    """The slow run adds cases, never repeats a base one, and varies channels/chunks of every
+    algorithm that takes them (hierarchical's variants are its node sizes, all in the base)."""
+
+    def key(c: matrix_workers.Case) -> tuple[object, ...]:
+        return (c.algo, c.collective, c.count, c.root, c.redop, c.dtype)
+
+    base = {key(c) for c in matrix_workers.cases(world)}
+    extra = [key(c) for c in matrix_workers.cases(world, extra=True)]
+    assert extra
+    assert not base & set(extra)
+    varied = {str(k[0]).partition(":")[0] for k in extra if "channels=2" in str(k[0])}
+    assert varied == set(ALGORITHMS) - {"hierarchical"}
+    assert {k[2] for k in extra} == {1, 3 * world + 1, 7 * world}
