@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scaleup.topology import resolve_topology
+from scaleup.topology.model import Topology
 from scaleup.tune import BenchRequest, TuneSession
 from scaleup.tune.rules import Candidate
 from scaleup.tune.size_channels import ChannelTrim
@@ -96,3 +97,78 @@ def test_nvls_tree_chunks_follow_calccollchunking() -> None:
     # four nodes and more: 64 KiB (nvlsTreeMaxChunkSize); NVL72 racks of 400G: 64 KiB
     assert nvls_tree_chunk_bytes(resolve_topology("4xdgx-h100")) == 64 << 10
     assert nvls_tree_chunk_bytes(resolve_topology("2xgb200-nvl72")) == 64 << 10
+
+
+def test_tree_ll128_chunks_follow_calccollchunking_by_hand() -> None:
+    """Tree LL128's chunk (enqueue.cc lines 2069-2077) by hand. One LL128 slot holds 4,915,200 /
+    8 x 15/16 = 576,000 B of data; the grain is 1,920 B. 2 x DGX H100 (ppn 8): s = 1 + 1 + 0.8
+    = 2.8, so the first loop wants 2.8 x 64 / 8 = 22.4 chunks a channel (down to 128 KiB) and
+    the second 5.6 (down to 32 KiB). 1 MiB on 16 channels: 0 chunks of 576,000, 288,000, 144,000
+    and 72,000 (the first loop stops at 72,000 <= 131,072); the second halves 72,000 -> 36,000
+    (1 chunk) -> 18,000 (3 chunks: below 5.6, but 18,000 <= 32,768 ends it); aligned down to the
+    grain, 9 x 1,920 = 17,280. 1 GiB: 1 GiB / (16 x 576,000) = 116 >= 22.4: one whole slot."""
+    from scaleup.tune.size_channels import LL128_GRAIN_BYTES, tree_ll128_chunk_bytes
+
+    assert LL128_GRAIN_BYTES == 1920
+    two = resolve_topology("2xdgx-h100")
+    assert tree_ll128_chunk_bytes(two, None, 1 << 20, 16) == 17_280
+    assert tree_ll128_chunk_bytes(two, None, 1 << 30, 16) == 576_000
+    # one node: the protocol's default step; RCCL: not this rule
+    assert tree_ll128_chunk_bytes(resolve_topology("dgx-h100"), None, 1 << 30, 16) is None
+    assert tree_ll128_chunk_bytes(resolve_topology("2xmi300x-8"), None, 1 << 30, 16) is None
+
+
+@given(
+    nodes=st.integers(2, 64),
+    nbytes=st.integers(1, 1 << 34),
+    smaller=st.integers(1, 1 << 34),
+    channels=st.integers(1, 32),
+)
+def test_tree_ll128_chunk_is_a_grain_multiple_that_grows_with_the_message(
+    nodes: int, nbytes: int, smaller: int, channels: int
+) -> None:
+    """Within [grain x 9, one slot], a multiple of the grain, never larger for a smaller
+    message (the loops only halve, and stop later for fewer bytes)."""
+    from scaleup.tune.size_channels import (
+        LL128_GRAIN_BYTES,
+        LL128_STEP_DATA_BYTES,
+        tree_ll128_chunk_bytes,
+    )
+
+    topo = _nodes_of_dgx_h100(nodes)
+    chunk = tree_ll128_chunk_bytes(topo, None, nbytes, channels)
+    assert chunk is not None
+    assert chunk % LL128_GRAIN_BYTES == 0
+    assert 17_280 <= chunk <= LL128_STEP_DATA_BYTES
+    low = tree_ll128_chunk_bytes(topo, None, min(smaller, nbytes), channels)
+    assert low is not None
+    assert low <= chunk
+
+
+_TOPOLOGIES: dict[int, Topology] = {}
+
+
+def _nodes_of_dgx_h100(nodes: int) -> Topology:
+    if nodes not in _TOPOLOGIES:
+        _TOPOLOGIES[nodes] = resolve_topology(f"{nodes}xdgx-h100")
+    return _TOPOLOGIES[nodes]
+
+
+def test_the_tuner_runs_tree_ll128_on_nccls_chunk_across_nodes_only() -> None:
+    """The step a tree LL128 candidate runs with: NCCL's chunk across nodes, the protocol's
+    default on one node; the lower bound is taken at the same step (it must stay below the
+    simulated time)."""
+    from scaleup.tune.question import Question
+    from scaleup.tune.rules import CHUNK_BYTES
+
+    cand = Candidate("tree", "ll128", 16)
+    for topo, nbytes, step in (
+        (resolve_topology("2xdgx-h100"), 1 << 20, 17_280.0),
+        (resolve_topology("2xdgx-h100"), 1 << 30, 576_000.0),
+        (resolve_topology("dgx-h100"), 1 << 30, float(CHUNK_BYTES["ll128"])),
+    ):
+        question = Question(TuneSession(), topo, ("all_reduce", None, "float32", "sum", 0))
+        assert question.step_bytes(cand, nbytes) == step
+        timed = question.simulate(cand, nbytes, nbytes // 4)
+        assert timed is not None
+        assert question.lower_bound_s(cand, nbytes // 4) <= timed.time_s

@@ -113,12 +113,16 @@ def lower_bound_s(
     params: Mapping[str, Any],
     dtype: str = "float32",
     root: int = 0,
+    step_bytes: float | None = None,
 ) -> float:
     """A time the simulator never beats for ``cand`` running ``collective`` of ``count``
     elements of ``dtype`` on ``group`` (see the module for the terms and why each holds).
     ``params``: the builder parameters the candidate's schedule would be built with (ring
     ``orders``, tree ``parents``, ``ranks_per_node``; :meth:`GroupShape.params
     <scaleup.tune.channels.GroupShape.params>`), the builders' defaults where absent.
+    ``step_bytes``: the step a pipelined candidate runs with at this size where the caller
+    sets it (:meth:`Question.step_bytes <scaleup.tune.question.Question.step_bytes>`), else the
+    protocol's slot (:func:`~scaleup.tune.rules.step_bytes_for`).
 
     Examples
     --------
@@ -147,6 +151,8 @@ def lower_bound_s(
     switch = P.SWITCH_STEP_LATENCY_S
     latency = t.chain * alpha + t.any_chain * min(alpha, switch) + t.switch_chain * switch
     step = step_bytes_for(cand.algorithm, collective, cand.protocol)
+    if step is not None and step_bytes is not None:
+        step = step_bytes
     if t.chain_bytes > 0 and step is None:
         latency += t.chain * t.chain_bytes / cta  # each op moves its block, then releases
     if t.chain_piece > 0 and step is not None:

@@ -35,7 +35,7 @@ from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
-from scaleup.tune.size_channels import nvls_tree_chunk_bytes
+from scaleup.tune.size_channels import nvls_tree_chunk_bytes, tree_ll128_chunk_bytes
 
 if TYPE_CHECKING:
     from scaleup.tune.search import TuneSession
@@ -414,10 +414,12 @@ class Question:
         """The pipeline depth ``cand`` is built with at ``nbytes``
         (:func:`~scaleup.tune.rules.chunks_for`): NVLS-Tree cuts a channel's share into one
         of NCCL's chunks per head (:meth:`step_bytes`), the others into protocol steps."""
-        unit = None
+        unit: float | None = None
         if cand.algorithm == "nvls_tree":
             heads = self._nvls_tree_heads(cand.channels)
             unit = heads * self._nvls_tree_chunk(cand.channels, heads, nbytes)
+        elif self._tree_ll128(cand):
+            unit = tree_ll128_chunk_bytes(self.topology, self.group, nbytes, cand.channels)
         return chunks_for(
             cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol, unit
         )
@@ -426,12 +428,25 @@ class Question:
         """The ``step_bytes`` a pipelined candidate runs with at ``nbytes``: the protocol's
         slot (:func:`~scaleup.tune.rules.step_bytes_for`), or for NVLS-Tree the chunk one
         head's connection moves at a time for that size
-        (:func:`~scaleup.tune.size_channels.nvls_tree_chunk_bytes`); None for the others."""
+        (:func:`~scaleup.tune.size_channels.nvls_tree_chunk_bytes`), for tree LL128 across nodes
+        NCCL's chunk for that size (:func:`~scaleup.tune.size_channels.tree_ll128_chunk_bytes`);
+        None for the others."""
         step = step_bytes_for(cand.algorithm, self.collective, cand.protocol)
         if step is not None and cand.algorithm == "nvls_tree":
             heads = self._nvls_tree_heads(cand.channels)
             return float(self._nvls_tree_chunk(cand.channels, heads, nbytes))
+        if step is not None and self._tree_ll128(cand):
+            chunk = tree_ll128_chunk_bytes(self.topology, self.group, nbytes, cand.channels)
+            return step if chunk is None else float(chunk)
         return step
+
+    def _tree_ll128(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is a pipelined tree on LL128 (NCCL chunks it by its own rule)."""
+        return (
+            cand.algorithm == "tree"
+            and cand.protocol == "ll128"
+            and step_bytes_for("tree", self.collective, "ll128") is not None
+        )
 
     def _nvls_tree_heads(self, channels: int) -> int:
         params = self.params("nvls_tree", channels)
@@ -476,7 +491,7 @@ class Question:
             bound = self._bounds[key] = lower_bound_s(
                 self.topology, self.group, self.fabric, self.collective, cand, count,
                 params=self.params(cand.algorithm, cand.channels), dtype=self.dtype,
-                root=self.root,
+                root=self.root, step_bytes=self.step_bytes(cand, count * itemsize(self.dtype)),
             )  # fmt: skip
         for (algorithm, channels, chunks), compiled in self.compiled.items():
             if (algorithm, channels) == (cand.algorithm, cand.channels):

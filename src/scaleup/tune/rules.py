@@ -81,9 +81,14 @@ NCCL_BY_COLLECTIVE = {
 }
 #: Algorithm families the tuner picks from: NCCL's (what nccl-tests prints) or all of ours.
 FAMILIES = ("nccl", "all")
-#: Bytes one pipeline step moves per channel, per protocol (NCCL's per-step buffer slot:
-#: Simple 4 MiB buffer / NCCL_STEPS 8 = 512 KiB; LL 256 KiB of data / 8 = 32 KiB; LL128 about
-#: 600 KB / 8 ~ 64 KiB of data; ``src/include/device.h``, ``DEFAULT_*_BUFFSIZE``).
+#: Bytes one pipeline step moves per channel, per protocol (NCCL's per-step buffer slot,
+#: ``DEFAULT_*_BUFFSIZE`` in ``src/init.cc``: Simple 4 MiB / NCCL_STEPS 8 = 512 KiB; LL 512 KiB
+#: of lines / 8, half of it data, = 32 KiB). LL128's slot holds 576,000 B of data (4,915,200 B
+#: / 8 x 15/16), but an LL128 receiver polls a flag in every 128-byte line and passes lines on
+#: as they land (``prims_ll128.h``), so between GPUs a hop releases its successor long before a
+#: slot is full: 64 KiB stands for that finer grain (an estimate; no measured row separates
+#: it). Across nodes, where the proxy sends whole slots, tree LL128 runs NCCL's own chunk
+#: (:func:`scaleup.tune.size_channels.tree_ll128_chunk_bytes`).
 CHUNK_BYTES = {"simple": 512 * 1024, "ll": 32 * 1024, "ll128": 64 * 1024}
 #: Pipelined algorithms (tree, chains) are cut into at most this many chunks per channel. The cap
 #: bounds simulation cost only: they run with ``step_bytes`` (:func:`step_bytes_for`), so the

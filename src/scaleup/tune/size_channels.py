@@ -55,6 +55,7 @@ __all__ = [
     "nvls_tree_chunk_bytes",
     "sm100_multi_node_channels",
     "sm100_tree_chunk_bytes",
+    "tree_ll128_chunk_bytes",
 ]
 
 #: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
@@ -230,6 +231,52 @@ def nvls_tree_chunk_bytes(
         if nbytes < chunks * concurrent_ops * chunk and chunk > floor:
             chunk = floor
     return chunk
+
+
+#: Data bytes in one slot of NCCL's LL128 buffer: ``DEFAULT_LL128_BUFFSIZE`` (init.cc line 698:
+#: 120 elements x 640 threads x NCCL_STEPS x 8 B = 4,915,200 B) over NCCL_STEPS (8), of which
+#: 15 of every 16 words are data (``(stepSize / NCCL_LL128_LINEELEMS) * NCCL_LL128_DATAELEMS``,
+#: enqueue.cc line 2028).
+LL128_STEP_DATA_BYTES: Final = 4_915_200 // 8 // 16 * 15
+#: ``ncclProtoGrainSize(NCCL_PROTO_LL128)`` (device.h line 311: 32 x 8 / 16 x 15 x 8 B).
+LL128_GRAIN_BYTES: Final = 32 * 8 // 16 * 15 * 8
+
+
+def tree_ll128_chunk_bytes(
+    topology: Topology, ranks: Sequence[int] | None, nbytes: int, channels: int
+) -> int | None:
+    """The chunk NCCL's tree LL128 moves per step across nodes, for a message of ``nbytes`` on
+    ``channels`` channels; None on one node or under RCCL (the protocol's default step).
+
+    calcCollChunking (NCCL 2.28.7 enqueue.cc lines 2069-2077; the same rule since 2.4) starts
+    from one LL128 slot (:data:`LL128_STEP_DATA_BYTES`) and halves it while a channel's share
+    holds fewer than ``s x 64 / ppn`` chunks (down to 128 KiB) and then ``s x 16 / ppn`` (down
+    to 32 KiB), with ``s = 1 + floor(log2(nodes)) + 0.1 ppn``; line 2093 aligns it to the
+    protocol's grain. Across nodes a chunk is what each network step carries (the proxy sends
+    whole steps), so it sets the pipeline's fill, where the simulator's default LL128 step
+    (:data:`~scaleup.tune.rules.CHUNK_BYTES`) is the finer grain at which GPUs pass LL128
+    lines on.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> p5 = resolve_topology("8xdgx-h100:nic=efa-400g")
+    >>> [tree_ll128_chunk_bytes(p5, None, s << 20, 16) for s in (32, 128, 256, 4096)]
+    [71040, 144000, 288000, 576000]
+    >>> tree_ll128_chunk_bytes(resolve_topology("dgx-h100"), None, 1 << 30, 16) is None
+    True
+    """
+    per_node = Counter(analysis.rank_nodes(topology, ranks))
+    if len(per_node) < 2 or library_for(topology, ranks) == "rccl":
+        return None
+    nodes = len(per_node)
+    ppn = sum(per_node.values()) / nodes
+    steps = 1 + (nodes.bit_length() - 1) + 0.1 * ppn  # log2i: floor(log2(nodes))
+    chunk = LL128_STEP_DATA_BYTES
+    lanes = max(channels, 1)
+    while nbytes // (lanes * chunk) < steps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while nbytes // (lanes * chunk) < steps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return chunk // LL128_GRAIN_BYTES * LL128_GRAIN_BYTES
 
 
 def _rows_and_nodes(
