@@ -35,7 +35,7 @@ from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
-from scaleup.tune.size_channels import nvls_tree_chunk_bytes, tree_ll128_chunk_bytes
+from scaleup.tune.size_channels import nvls_tree_chunk_bytes, tree_ll128_chunk_for, tree_ll128_shape
 
 if TYPE_CHECKING:
     from scaleup.tune.search import TuneSession
@@ -114,6 +114,7 @@ class Question:
         #: rings and trees timed in steady state, by structure (:meth:`_steady`)
         self.steady: dict[tuple[str, int, int], Steady] = {}
         self._servers_relay: bool | None = None
+        self._tree_ll128_nodes: tuple[tuple[int, float] | None] | None = None
 
     def reference_count(self, channels: int, chunks: int) -> int:
         return self.nranks * channels * chunks * REFERENCE_BLOCKS
@@ -419,7 +420,7 @@ class Question:
             heads = self._nvls_tree_heads(cand.channels)
             unit = heads * self._nvls_tree_chunk(cand.channels, heads, nbytes)
         elif self._tree_ll128(cand):
-            unit = tree_ll128_chunk_bytes(self.topology, self.group, nbytes, cand.channels)
+            unit = self._tree_ll128_chunk(cand.channels, nbytes)
         return chunks_for(
             cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol, unit
         )
@@ -436,7 +437,7 @@ class Question:
             heads = self._nvls_tree_heads(cand.channels)
             return float(self._nvls_tree_chunk(cand.channels, heads, nbytes))
         if step is not None and self._tree_ll128(cand):
-            chunk = tree_ll128_chunk_bytes(self.topology, self.group, nbytes, cand.channels)
+            chunk = self._tree_ll128_chunk(cand.channels, nbytes)
             return step if chunk is None else float(chunk)
         return step
 
@@ -447,6 +448,15 @@ class Question:
             and cand.protocol == "ll128"
             and step_bytes_for("tree", self.collective, "ll128") is not None
         )
+
+    def _tree_ll128_chunk(self, channels: int, nbytes: int) -> int | None:
+        """NCCL's tree LL128 chunk for the group across nodes
+        (:func:`~scaleup.tune.size_channels.tree_ll128_chunk_bytes`), the group's nodes read
+        once; None on one node or under RCCL."""
+        if self._tree_ll128_nodes is None:
+            self._tree_ll128_nodes = (tree_ll128_shape(self.topology, self.group),)
+        shape = self._tree_ll128_nodes[0]
+        return None if shape is None else tree_ll128_chunk_for(nbytes, channels, *shape)
 
     def _nvls_tree_heads(self, channels: int) -> int:
         params = self.params("nvls_tree", channels)

@@ -56,6 +56,8 @@ __all__ = [
     "sm100_multi_node_channels",
     "sm100_tree_chunk_bytes",
     "tree_ll128_chunk_bytes",
+    "tree_ll128_chunk_for",
+    "tree_ll128_shape",
 ]
 
 #: NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD (comm.h lines 49-51; the same in RCCL's comm.h 40-42).
@@ -264,11 +266,23 @@ def tree_ll128_chunk_bytes(
     >>> tree_ll128_chunk_bytes(resolve_topology("dgx-h100"), None, 1 << 30, 16) is None
     True
     """
+    shape = tree_ll128_shape(topology, ranks)
+    return None if shape is None else tree_ll128_chunk_for(nbytes, channels, *shape)
+
+
+def tree_ll128_shape(topology: Topology, ranks: Sequence[int] | None) -> tuple[int, float] | None:
+    """(nodes, ranks per node) of a group whose tree LL128 runs on NCCL's chunk across nodes
+    (:func:`tree_ll128_chunk_bytes`); None on one node or under RCCL. Computed once per group
+    by the tuner: it walks every rank."""
     per_node = Counter(analysis.rank_nodes(topology, ranks))
     if len(per_node) < 2 or library_for(topology, ranks) == "rccl":
         return None
-    nodes = len(per_node)
-    ppn = sum(per_node.values()) / nodes
+    return len(per_node), sum(per_node.values()) / len(per_node)
+
+
+def tree_ll128_chunk_for(nbytes: int, channels: int, nodes: int, ppn: float) -> int:
+    """calcCollChunking's tree LL128 chunk for ``nbytes`` on ``channels`` channels over
+    ``nodes`` nodes of ``ppn`` ranks each (:func:`tree_ll128_chunk_bytes`)."""
     steps = 1 + (nodes.bit_length() - 1) + 0.1 * ppn  # log2i: floor(log2(nodes))
     chunk = LL128_STEP_DATA_BYTES
     lanes = max(channels, 1)
