@@ -607,7 +607,8 @@ MODEL_NOTES: tuple[str, ...] = (
     "ran NCCL's own pick (NVLS-Tree from 128 MiB on 4 nodes: +24% / +18% / +27% at 128 MiB / "
     "256 MiB / 1 GiB, where the plugin's ring LL128 gives -2.6% / -3.4% / +1.9%). Where the "
     "simulated algorithm reaches its rate the rows agree: ring Simple +0.4..+4.5% (4-16 nodes, "
-    "2-8 GiB), two nodes (NCCL's own pick, NVLS-Tree) +1.7..+7.6% at 128 MiB-8 GiB, as the "
+    "2-8 GiB), two nodes (NCCL's own pick, NVLS-Tree on the 512 KiB chunk aws-ofi-nccl sets, "
+    "scaleup.tune.ofi_env) -4.1..+7.6% at 128 MiB-8 GiB, as the "
     "other p5 pair. LL128 (explained since the twentieth session, docs/models.md section 2): "
     "ring LL128 stops at 269-280 GB/s (0.76-0.81 of the same node count's ring Simple), and "
     "tree LL128 on 8-32 nodes ran at about half the rate its NICs allow; both are NCCL's "
@@ -628,17 +629,20 @@ MODEL_NOTES: tuple[str, ...] = (
     "data' (aws-ofi-nccl v1.16.3 src/tuner/nccl_ofi_regions.cpp lines 1392-1402); no figure for "
     "the cost is published. The rings of 128 and 256 ranks "
     "are -11% below their plateau (16 nodes at 1 GiB, 32 at 2 GiB). Not explained: "
-    "NVLS-Tree on 16-32 nodes (+22% at 4 GiB on 16; +105% / +59% / +23% / +17% at 512 MiB / "
-    "1 GiB / 4 GiB / 8 GiB on 32): on 32 nodes the measured times are the simulated ones plus "
-    "3.5-3.6 ms at 512 MiB-1 GiB, and the marginal rate between 1 and 8 GiB is 342-346 GB/s "
-    "busbw against the simulated 376 (the NIC bound), the same shape as CoreWeave's 20 racks "
+    "NVLS-Tree on 16-32 nodes (+15.8% at 4 GiB on 16; +70% / +43% / +16% / +14% at 512 MiB / "
+    "1 GiB / 4 GiB / 8 GiB on 32, since it runs the 512 KiB chunk aws-ofi-nccl sets on p5, "
+    "NCCL_NVLSTREE_MAX_CHUNKSIZE and NCCL_NVLS_CHUNKSIZE, where NCCL alone cuts it to 64 KiB "
+    "from four nodes on: +22% / +105% / +59% / +23% / +17% before; scaleup.tune.ofi_env, "
+    "docs/models.md section 20): on 32 nodes the measured times are the simulated ones plus "
+    "2.8-2.9 ms at 512 MiB-1 GiB, and the marginal rate between 1 and 8 GiB is 342-346 GB/s "
+    "busbw against the simulated 374 (the NIC bound), the same shape as CoreWeave's 20 racks "
     "(a tree over 20 nodes, 3.5-4.2 ms over the simulated times), which two nodes show on "
     "neither fabric. NCCL's own model, with the plugin's pick, is not closer: "
     "its ring LL128 at 64-512 MiB is +10.7..+37.6% slow (the 75 us the plugin reports for each "
     "network step, catalog nics.efa-400g). The same repository's all_to_all on the same "
-    "machines (35 rows, 32 MiB-2 GiB; the run set NCCL_P2P_NET_CHUNKSIZE=524288, which the "
-    "simulator does not read: at 128 KiB or 512 KiB it gives the same times, checked on 2 and 8 "
-    "nodes) is too fast everywhere: +7.5..+20% at 2 GiB (the measured rate stops at 83-93% of "
+    "machines (35 rows, 32 MiB-2 GiB; NCCL_P2P_NET_CHUNKSIZE=524288, which aws-ofi-nccl sets on "
+    "p5 and the run set too: 128 KiB or 512 KiB give the same simulated times) "
+    "is too fast everywhere: +7.5..+20% at 2 GiB (the measured rate stops at 83-93% of "
     "the NIC cut bound, e.g. 79.3 of 89.1 GB/s busbw on 2 nodes, where the simulated one reaches "
     "it, as on 2x 8 A100 + 4x 200G, +12.3% at 4 GiB), and far more at 32-256 MiB, growing with "
     "the nodes (32 MiB: +76% on 2 nodes, +132% on 32): each peer's block is 32 MiB / N, and "
@@ -888,7 +892,7 @@ class Comparison:
         return self.excluded is None
 
 
-def row_env(row: MeasuredRow) -> dict[str, str]:
+def row_env(row: MeasuredRow, on_efa: bool = False) -> dict[str, str]:
     """The NCCL variables a row's run amounts to, as `scaleup bench` reads them
     (:mod:`scaleup.tune.nccl_env`): ``NCCL_NVLS_ENABLE=0`` where the run set it,
     ``NCCL_LL128_C2C=0`` where its library predates NCCL 2.27, which had no P2C path class and
@@ -897,6 +901,9 @@ def row_env(row: MeasuredRow) -> dict[str, str]:
     ``NCCL_TUNER_PLUGIN=none`` where it predates NCCL 2.21 and the run named no tuner plugin
     (before 2.21 NCCL loaded none from the network plugin: aws-ofi-nccl src/Makefile.am lines
     87-97; only p5 rows on more than two nodes could be affected, :mod:`scaleup.tune.ofi_tuner`).
+    ``on_efa`` (the row's model runs on an AWS EFA platform, :func:`scaleup.tune.ofi_env.
+    ofi_platform`): also the buffer and chunk sizes of the run where they differ from what
+    today's aws-ofi-nccl sets (:func:`_plugin_era_buffers`).
 
     >>> row_env(MeasuredRow("s", "GB200", "144", "f", "all_reduce", 1, 1.0, None, None,
     ...                     "default with NCCL_NVLS_ENABLE=0", "2.26.2 (image ...)", "src", 2))
@@ -914,6 +921,53 @@ def row_env(row: MeasuredRow) -> dict[str, str]:
         env["NCCL_LL128_C2C"] = "0"
     if release is not None and release < (2, 21) and "nccl_tuner_plugin" not in row.algo.lower():
         env["NCCL_TUNER_PLUGIN"] = "none"
+    if on_efa:
+        env.update(_plugin_era_buffers(row, release))
+    return env
+
+
+#: The NCCL sizes aws-ofi-nccl sets (scaleup.tune.ofi_env), the plugin release that began to
+#: set each (v1.9.0-aws: the NVLS chunk; v1.16.0: the buffer and p2p chunk, src/platform-aws.cpp),
+#: and NCCL's own value, which a run of an older plugin kept.
+_PLUGIN_BUFFERS = (
+    ("NCCL_NVLS_CHUNKSIZE", (1, 9), "131072"),
+    ("NCCL_BUFFSIZE", (1, 16), "4194304"),
+    ("NCCL_P2P_NET_CHUNKSIZE", (1, 16), "131072"),
+)
+
+
+def _plugin_era_buffers(row: MeasuredRow, release: tuple[int, int] | None) -> dict[str, str]:
+    """The sizes of a row's run where they differ from what today's aws-ofi-nccl sets: a value
+    the run's flags name (``NCCL_BUFFSIZE=8388608``), else NCCL's own where the run's plugin
+    predates the release that sets it. A row that names no plugin version ran the plugin of
+    its NCCL's time: before NCCL 2.27 (2025-06), older than v1.16.0 (2025-06-26), and before
+    NCCL 2.21 (2024-03), older than v1.9.0-aws (2024-04-03). Off AWS's EFA platforms these
+    values are NCCL's defaults, so they change nothing.
+
+    >>> row = MeasuredRow("s", "H100", "16", "f", "all_reduce", 1, 1.0, None, None,
+    ...     "default (NCCL_BUFFSIZE=8388608)", "2.20.3 with aws-ofi-nccl 1.8.1-aws", "src", 2)
+    >>> sorted(_plugin_era_buffers(row, (2, 20)).items())  # doctest: +NORMALIZE_WHITESPACE
+    [('NCCL_BUFFSIZE', '8388608'), ('NCCL_NVLS_CHUNKSIZE', '131072'),
+     ('NCCL_P2P_NET_CHUNKSIZE', '131072')]
+    """
+    named = dict(re.findall(r"(NCCL_[A-Z0-9_]+)=(\d+)", row.algo))
+    stated = re.search(r"aws-ofi-nccl (\d+)\.(\d+)", row.nccl_version)
+    if stated is not None:
+        plugin: tuple[int, int] | None = (int(stated[1]), int(stated[2]))
+    elif release is None:
+        plugin = None
+    elif release < (2, 21):
+        plugin = (1, 8)
+    elif release < (2, 27):
+        plugin = (1, 15)
+    else:
+        plugin = None  # today's plugin
+    env = {}
+    for var, since, nccl_default in _PLUGIN_BUFFERS:
+        if var in named:
+            env[var] = named[var]
+        elif plugin is not None and plugin < since:
+            env[var] = nccl_default
     return env
 
 
@@ -946,6 +1000,7 @@ def _simulate(
     request = BenchRequest(
         op=collective, sizes_bytes=(size,), ranks=n, algorithm=algo, selection=selection,
         algorithms=nccl.algorithms, ll128_c2c=nccl.ll128_c2c, net_tuner=nccl.net_tuner,
+        buffers=nccl.buffers,
     )  # fmt: skip
     choice = session.session.sweep(topo, request)[0]
     _, busbw = busbw_gb_per_s(collective, size, choice.time_s, n)
@@ -970,6 +1025,14 @@ class _SystemSession:
         if model.no_p2p:
             topo = topo.with_peer_access(False)
         return cls(topo, TuneSession())
+
+    @property
+    def on_efa(self) -> bool:
+        """Whether the system runs on an AWS EFA platform, whose network plugin sets NCCL's
+        sizes (:mod:`scaleup.tune.ofi_env`)."""
+        from scaleup.tune.ofi_env import ofi_platform
+
+        return ofi_platform(self.topology) is not None
 
 
 def _rel(sim: float | None, measured: float | None) -> float | None:
@@ -1012,11 +1075,12 @@ def compare(rows: Iterable[MeasuredRow], selection: str | None = None) -> list[C
             and sim_bytes is not None
         ):
             ranks = int(row.n_gpus) if model.ranks_per_row else None
-            env = tuple(row_env(row).items())
+            if current[0] is not model:  # one system's session at a time (memory)
+                current = (model, _SystemSession.of(model))
+            on_efa = current[1] is not None and current[1].on_efa
+            env = tuple(row_env(row, on_efa).items())
             key = (row.system, row.collective, sim_bytes, algo, ranks, env)
             if key not in cache:
-                if current[0] is not model:  # one system's session at a time (memory)
-                    current = (model, _SystemSession.of(model))
                 cache[key] = _simulate(
                     model, row.collective, sim_bytes, algo, selection, ranks, env, current[1]
                 )

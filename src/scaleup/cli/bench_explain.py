@@ -149,12 +149,14 @@ def _model_lines(e: Explanation) -> list[str]:
 def explain_lines(explanation: Explanation) -> tuple[str, list[str]]:
     """The heading of one size's block and its lines after the table (by hand, channels)."""
     e = explanation
+    chosen = e.chosen
+    step = "" if chosen.step_bytes is None else f" ({chosen.step_bytes:.0f} B a step)"
     head = (
         f"# explain {e.topology}: {e.collective} {e.nbytes} B ({e.count} x {e.dtype}) on "
-        f"{e.nranks} ranks: chose {e.algorithm}/{e.protocol}/{e.channels}, {e.chunks} chunk(s), "
-        f"{e.time_s * 1e6:.2f} us ({e.verification}); {len(e.candidates)} candidates"
+        f"{e.nranks} ranks: chose {e.algorithm}/{e.protocol}/{e.channels}, {e.chunks} "
+        f"chunk(s){step}, {e.time_s * 1e6:.2f} us ({e.verification}); "
+        f"{len(e.candidates)} candidates"
     )
-    chosen = e.chosen
     tail = [_by_hand(chosen), *_lp_line(e.lp_bound), *_model_lines(e)]
     tail.append(f"#   channels of {e.algorithm}/{e.protocol}/{e.channels}:")
     tail += [f"#     ch {p.channel}: {p.text()}" for p in chosen.channel_paths]

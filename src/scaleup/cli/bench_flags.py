@@ -274,20 +274,37 @@ def nccl_header(flags: BenchFlags) -> list[str]:
 
 
 def plugin_header(flags: BenchFlags, topo: Topology, nranks: int) -> list[str]:
-    """The header line saying that aws-ofi-nccl's region tuner takes part: an all_reduce on
-    p5 / p5e across more than two nodes, picked as NCCL picks (:mod:`scaleup.tune.ofi_tuner`);
-    none elsewhere, so other output stays as it was."""
+    """The header lines of the EFA network plugin: the NCCL sizes aws-ofi-nccl sets on the
+    group's AWS platform (:mod:`scaleup.tune.ofi_env`), and that its region tuner takes part (an
+    all_reduce on p5 / p5e across more than two nodes, picked as NCCL picks;
+    :mod:`scaleup.tune.ofi_tuner`); none elsewhere, so other output stays as it was."""
+    from scaleup.tune.ofi_env import ofi_platform, plugin_buffers
     from scaleup.tune.ofi_tuner import OfiRegionTuner
 
+    if flags.runtime is not None:
+        return []
     env, _ = nccl_env_of(flags)
+    lines = []
+    ranks = range(nranks)
+    platform = ofi_platform(topo, ranks)
+    if platform is not None:
+        plugin = plugin_buffers(topo, ranks).applied()
+        kept = {k: v for k, v in plugin.items() if k not in env.applied}
+        if kept:
+            lines.append(
+                f"# Network plugin: aws-ofi-nccl ({platform}) sets "
+                + " ".join(f"{k}={v}" for k, v in kept.items())
+                + " (a value in the environment takes precedence)"
+            )
     as_nccl = flags.selection in (None, "nccl-model") and flags.tuner in (None, "nccl")
     if flags.op != "all_reduce" or not env.net_tuner or not as_nccl:
-        return []
-    if OfiRegionTuner.of(topo, range(nranks)) is None:
-        return []
+        return lines
+    if OfiRegionTuner.of(topo, ranks) is None:
+        return lines
     return [
+        *lines,
         "# Tuner plugin: aws-ofi-nccl's region tuner (p5) picks the algorithm and protocol where "
-        "its regions cover a size (--explain says where; NCCL_TUNER_PLUGIN=none turns it off)"
+        "its regions cover a size (--explain says where; NCCL_TUNER_PLUGIN=none turns it off)",
     ]
 
 
@@ -317,6 +334,7 @@ def request_from_flags(flags: BenchFlags) -> tuple[BenchRequest, SweepArgs]:
             max_channels=nccl.max_channels,
             ll128_c2c=nccl.ll128_c2c,
             net_tuner=nccl.net_tuner,
+            buffers=nccl.buffers,
             **({} if flags.selection is None else {"selection": flags.selection}),
         )
     return request, args

@@ -299,4 +299,5 @@ class SizePass:
             time_s=None if timed is None else timed.time_s, result=timed.result if timed else None,
             bound_s=max((self.bounds or {}).get(cand, 0.0), q.lower_bound_s(cand, count))
             if pruned else None, compiled=compiled, reason=q.failed.get(key, ""),
+            step_bytes=q.step_bytes(cand, nbytes) if chunks > 1 else None,
         ))  # fmt: skip

@@ -99,6 +99,8 @@ class CandidateTiming:
     bound: Bound | None
     channel_paths: tuple[ChannelPath, ...]
     reason: str = ""
+    #: the bytes each pipeline step moves (None: one chunk, not pipelined)
+    step_bytes: float | None = None
 
     @property
     def candidate(self) -> Candidate:
@@ -228,7 +230,7 @@ def _timing(o: CandidateOutcome, chosen: bool, dtype: str) -> CandidateTiming:
         paths = channel_paths(o.compiled.schedule)
     return CandidateTiming(
         c.algorithm, c.protocol, c.channels, o.chunks, o.status, chosen, o.time_s, o.bound_s,
-        bound, paths or (), o.reason,
+        bound, paths or (), o.reason, o.step_bytes,
     )  # fmt: skip
 
 

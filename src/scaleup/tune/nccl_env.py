@@ -10,9 +10,12 @@ NVLink-C2C (:func:`scaleup.tune.rules.enabled_protocols`; NCCL before 2.27 never
 aws-ofi-nccl's ``OFI_NCCL_TUNER_TYPE=Internal`` turn off the EFA plugin's region tuner
 (:mod:`scaleup.tune.ofi_tuner`), which is on by default where it applies; a plugin name must be
 aws-ofi-nccl's (one containing ``ofi``, e.g. ``libnccl-ofi-tuner.so``), the only one modelled.
+``NCCL_BUFFSIZE``, ``NCCL_P2P_NET_CHUNKSIZE``, ``NCCL_NVLS_CHUNKSIZE`` and
+``NCCL_NVLSTREE_MAX_CHUNKSIZE`` set the steps pipelines move (:mod:`scaleup.tune.nccl_buffers`),
+over what the EFA plugin sets (:mod:`scaleup.tune.ofi_env`).
 :func:`read_nccl_env` turns a mapping (``os.environ``) into an :class:`NcclEnv`, which
 :class:`~scaleup.tune.request.BenchRequest` takes as its ``algorithms``, ``protocols``,
-``min_channels``, ``max_channels``, ``ll128_c2c`` and ``net_tuner`` fields.
+``min_channels``, ``max_channels``, ``ll128_c2c``, ``net_tuner`` and ``buffers`` fields.
 
 Names NCCL has but scaleup does not model (``CollnetDirect``, ``CollnetChain``, ``PAT``) are
 accepted: excluding them changes nothing, and including them is an error only when nothing that
@@ -30,6 +33,7 @@ from scaleup.collectives.algorithms import ALGORITHMS
 from scaleup.collectives.spec import PROTOCOL_NAMES
 from scaleup.errors import UsageError
 from scaleup.limits import MAX_CHANNELS
+from scaleup.tune.nccl_buffers import NCCL_BUFFER_VARS, NcclBuffers, read_nccl_buffers
 
 __all__ = ["NCCL_ALGO_NAMES", "NCCL_ENV_VARS", "NCCL_PROTO_NAMES", "NcclEnv", "read_nccl_env"]
 
@@ -57,6 +61,7 @@ NCCL_ENV_VARS = (
     "NCCL_LL128_C2C",
     "NCCL_TUNER_PLUGIN",
     "OFI_NCCL_TUNER_TYPE",
+    *NCCL_BUFFER_VARS,
 )
 
 
@@ -68,7 +73,8 @@ class NcclEnv:
     ``min_channels`` / ``max_channels``: the clamp range of the channel count; ``ll128_c2c``:
     LL128 allowed across servers of C2C-hosted accelerators (``NCCL_LL128_C2C``, default 1);
     ``net_tuner``: the network plugin's tuner runs where it applies (``NCCL_TUNER_PLUGIN``,
-    ``OFI_NCCL_TUNER_TYPE``).
+    ``OFI_NCCL_TUNER_TYPE``); ``buffers``: the buffer and chunk sizes set
+    (:class:`~scaleup.tune.nccl_buffers.NcclBuffers`).
     """
 
     algorithms: frozenset[str] | None = None
@@ -78,6 +84,7 @@ class NcclEnv:
     applied: dict[str, str] = field(default_factory=dict)
     ll128_c2c: bool = True
     net_tuner: bool = True
+    buffers: NcclBuffers = NcclBuffers()
 
     def without(self, *names: str) -> NcclEnv:
         """This environment less the variables ``names`` (a command-line flag took precedence)."""
@@ -180,7 +187,14 @@ def read_nccl_env(env: Mapping[str, str]) -> NcclEnv:
     if c2c not in ("0", "1"):
         raise UsageError(f"{c2c!r} must be 0 (off) or 1 (on)", source="NCCL_LL128_C2C")
     return NcclEnv(
-        algos, protos, lo, hi, applied, ll128_c2c=c2c == "1", net_tuner=_net_tuner(applied)
+        algos,
+        protos,
+        lo,
+        hi,
+        applied,
+        ll128_c2c=c2c == "1",
+        net_tuner=_net_tuner(applied),
+        buffers=read_nccl_buffers(applied),
     )
 
 

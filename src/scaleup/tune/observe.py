@@ -36,6 +36,8 @@ class CandidateOutcome:
     result: SimResult | None = None
     compiled: CompiledSchedule | None = None
     reason: str = ""
+    #: the bytes each pipeline step moves (NCCL's slot or chunk; None: not pipelined)
+    step_bytes: float | None = None
 
 
 #: ``observer(outcome)``, called by the search for every candidate it decides on.

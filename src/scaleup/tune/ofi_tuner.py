@@ -25,9 +25,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from scaleup import hardware
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
+from scaleup.tune.ofi_env import P5, ofi_platform
 
 __all__ = ["P5_ALL_REDUCE", "OfiRegionTuner", "Region", "extend_region", "in_region"]
 
@@ -132,9 +132,6 @@ def _p5_all_reduce() -> tuple[Region, ...]:
 
 #: p5 / p5e all_reduce regions, 8 ranks a node.
 P5_ALL_REDUCE: tuple[Region, ...] = _p5_all_reduce()
-#: The accelerators of the P5_P5E platform (p5: H100; p5e: H200) and its NIC.
-_P5_ACCELERATORS = frozenset({"H100", "H200"})
-_P5_NIC = "efa-400g"
 
 
 @dataclass(frozen=True)
@@ -154,12 +151,7 @@ class OfiRegionTuner:
         servers = set(nodes)
         if len(servers) <= 2 or any(nodes.count(s) != 8 for s in servers):
             return None
-        accs = topology.accelerators
-        chosen = accs if ranks is None else [accs[int(r)] for r in ranks]
-        if any(hardware.accelerator(a.type).name not in _P5_ACCELERATORS for a in chosen):
-            return None
-        nics = [d.type for d in topology.nics if d.node in servers]
-        if not nics or any(t != _P5_NIC for t in nics):
+        if ofi_platform(topology, ranks) != P5:
             return None
         return cls(len(nodes), len(servers), {"all_reduce": P5_ALL_REDUCE})
 

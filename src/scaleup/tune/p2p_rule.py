@@ -23,7 +23,9 @@ Per communicator (NVIDIA/nccl ``src/graph/paths.cc`` ``ncclTopoGetNchannels`` an
 
 Per transfer of ``bytes`` (nccl ``addP2pToPlan``, enqueue.cc lines 913-933; rccl
 ``calcP2pChunkSize``, lines 941-949), with the p2p chunk size (``src/init.cc`` 830-843: 128 KiB
-across nodes or over PCIe, 512 KiB on an all-NVLink node, at most the Simple buffer / 8):
+across nodes or over PCIe, 512 KiB on an all-NVLink node, at most the Simple buffer / 8; across
+nodes ``NCCL_P2P_NET_CHUNKSIZE`` and the buffer ``NCCL_BUFFSIZE`` where set, as aws-ofi-nccl
+sets them on AWS, :mod:`scaleup.tune.ofi_env`):
 
 - parts of at least ``chunk / 8`` (one node) or ``chunk / 2`` (several), at most ``chunk x 32``
   or ``chunk``; start from min(nChannelsMin, bytes / min part) channels, double while a part is
@@ -48,6 +50,7 @@ from scaleup.collectives.algorithms.direct import PARAMS as DIRECT_PARAMS
 from scaleup.sim.protocols import library_for
 from scaleup.topology.model import NodeKind, Topology
 from scaleup.topology.predicates import is_scale_up_link
+from scaleup.tune.nccl_buffers import NcclBuffers
 from scaleup.tune.rules import Candidate
 
 __all__ = ["P2P_COLLECTIVES", "P2P_LL_THRESHOLD_BYTES", "P2pRule"]
@@ -63,8 +66,6 @@ P2P_PER_CHANNEL_NET_GB_PER_S: Final = 14
 P2P_NET_CHUNK_BYTES: Final = 1 << 17
 P2P_PCI_CHUNK_BYTES: Final = 1 << 17
 P2P_NVL_CHUNK_BYTES: Final = 1 << 19
-#: The Simple buffer (4 MiB) / NCCL_STEPS (8): the largest p2p chunk (init.cc line 841).
-SIMPLE_STEP_BYTES: Final = (4 << 20) // 8
 #: Rounds per group of the p2p schedule (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``).
 _ROUNDS_PER_GROUP: Final = 8
 #: RCCL's gfx94 parts (CDNA3): their per-peer channel doublings (rccl paths.cc 845, 917).
@@ -89,8 +90,15 @@ class P2pRule:
     p2p_channels: int
 
     @classmethod
-    def of(cls, topology: Topology, ranks: Sequence[int] | None = None) -> P2pRule:
-        """The rule of ``ranks`` (accelerator indices; default all) on ``topology``."""
+    def of(
+        cls,
+        topology: Topology,
+        ranks: Sequence[int] | None = None,
+        buffers: NcclBuffers | None = None,
+    ) -> P2pRule:
+        """The rule of ``ranks`` (accelerator indices; default all) on ``topology``, with
+        NCCL's sizes as ``buffers`` sets them (``NCCL_P2P_NET_CHUNKSIZE`` across nodes, the
+        Simple slot of ``NCCL_BUFFSIZE`` as the cap; default: NCCL's)."""
         accs = topology.accelerators
         index = list(range(len(accs))) if ranks is None else [int(r) for r in ranks]
         library = library_for(topology, index)
@@ -119,13 +127,14 @@ class P2pRule:
         per_peer_min = per_peer
         while per_peer_min * n > p2p and per_peer_min > 1:
             per_peer_min //= 2
+        buffers = buffers or NcclBuffers()
         if multi:
-            chunk = P2P_NET_CHUNK_BYTES
+            chunk = buffers.p2p_net_chunk_bytes or P2P_NET_CHUNK_BYTES
         elif links.all_scale_up:
             chunk = P2P_NVL_CHUNK_BYTES
         else:
             chunk = P2P_PCI_CHUNK_BYTES
-        chunk = min(chunk, SIMPLE_STEP_BYTES)
+        chunk = min(chunk, buffers.simple_step_bytes)
         return cls(library, n, multi, chunk, per_peer, per_peer_min, p2p)
 
     def channels(self, nbytes: int) -> int:

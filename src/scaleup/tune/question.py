@@ -31,9 +31,11 @@ from scaleup.tune.bounds import GroupFabric, lower_bound_s
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import nvls_heads
 from scaleup.tune.checks import REFERENCE_BLOCKS, VERIFY_MAX_OPERANDS, VERIFY_MAX_OPS
+from scaleup.tune.nccl_buffers import NcclBuffers
 from scaleup.tune.nccl_inputs import model_inputs
 from scaleup.tune.nccl_model import ModelInputs
 from scaleup.tune.nvls import nvls_tree_params
+from scaleup.tune.ofi_env import plugin_buffers
 from scaleup.tune.rules import Candidate, chunks_for, step_bytes_for
 from scaleup.tune.size_channels import nvls_tree_chunk_bytes, tree_ll128_chunk_for, tree_ll128_shape
 
@@ -97,10 +99,15 @@ class Question:
         session: TuneSession,
         topology: Topology,
         key: tuple[str, tuple[int, ...] | None, str, str, int],
+        *,
+        buffers: NcclBuffers | None = None,
     ) -> None:
         self.session = session
         self.topology = topology
         self.collective, self.group, self.dtype, self.redop, self.root = key
+        #: NCCL's buffer and chunk sizes for this group: the request's over the network
+        #: plugin's (:func:`~scaleup.tune.ofi_env.plugin_buffers`, the default)
+        self.buffers = plugin_buffers(topology, self.group) if buffers is None else buffers
         self.shape = session.shape(topology, self.group)
         self.nranks = self.shape.nranks
         self.compiled: dict[tuple[str, int, int], Structure] = {}
@@ -421,13 +428,16 @@ class Question:
             unit = heads * self._nvls_tree_chunk(cand.channels, heads, nbytes)
         elif self._tree_ll128(cand):
             unit = self._tree_ll128_chunk(cand.channels, nbytes)
+        elif cand.protocol == "simple":
+            unit = self.buffers.simple_step_bytes
         return chunks_for(
             cand.algorithm, self.collective, nbytes, cand.channels, cand.protocol, unit
         )
 
     def step_bytes(self, cand: Candidate, nbytes: int) -> float | None:
         """The ``step_bytes`` a pipelined candidate runs with at ``nbytes``: the protocol's
-        slot (:func:`~scaleup.tune.rules.step_bytes_for`), or for NVLS-Tree the chunk one
+        slot (:func:`~scaleup.tune.rules.step_bytes_for`; Simple's from ``NCCL_BUFFSIZE``,
+        :attr:`buffers`), or for NVLS-Tree the chunk one
         head's connection moves at a time for that size
         (:func:`~scaleup.tune.size_channels.nvls_tree_chunk_bytes`), for tree LL128 across nodes
         NCCL's chunk for that size (:func:`~scaleup.tune.size_channels.tree_ll128_chunk_bytes`);
@@ -439,6 +449,8 @@ class Question:
         if step is not None and self._tree_ll128(cand):
             chunk = self._tree_ll128_chunk(cand.channels, nbytes)
             return step if chunk is None else float(chunk)
+        if step is not None and cand.protocol == "simple":
+            return float(self.buffers.simple_step_bytes)
         return step
 
     def _tree_ll128(self, cand: Candidate) -> bool:
@@ -463,7 +475,14 @@ class Question:
         return len(params["heads"] or range(params["ranks_per_node"]))
 
     def _nvls_tree_chunk(self, channels: int, heads: int, nbytes: int) -> int:
-        return nvls_tree_chunk_bytes(self.topology, self.group, nbytes, channels * heads)
+        return nvls_tree_chunk_bytes(
+            self.topology,
+            self.group,
+            nbytes,
+            channels * heads,
+            nvls_chunk_bytes=self.buffers.nvls_chunk_bytes,
+            tree_max_chunk_bytes=self.buffers.nvls_tree_max_chunk_bytes,
+        )
 
     def nvls_heads(self) -> ChannelPlan:
         """The group's NVLS heads (:func:`~scaleup.tune.channel_search.nvls_heads`), searched

@@ -30,6 +30,7 @@ from scaleup.collectives.spec import (
 from scaleup.errors import UsageError
 from scaleup.limits import MAX_CHANNELS, check_at_most
 from scaleup.topology.model import Topology
+from scaleup.tune.nccl_buffers import NcclBuffers
 from scaleup.tune.rules import Candidate, check_family
 from scaleup.units import GIB
 
@@ -132,6 +133,12 @@ class BenchRequest:
         The network plugin's tuner runs where it applies (default True: aws-ofi-nccl's region
         tuner on p5 / p5e, :mod:`scaleup.tune.ofi_tuner`; ``NCCL_TUNER_PLUGIN=none`` is False).
         It moves the selection ``nccl-model`` only.
+    buffers
+        NCCL's buffer and chunk sizes as its environment sets them (``NCCL_BUFFSIZE``,
+        ``NCCL_P2P_NET_CHUNKSIZE``, ``NCCL_NVLS_CHUNKSIZE``, ``NCCL_NVLSTREE_MAX_CHUNKSIZE``;
+        :class:`~scaleup.tune.nccl_buffers.NcclBuffers`), over what the EFA network plugin sets
+        on AWS instances (:mod:`scaleup.tune.ofi_env`); unset, NCCL's own rules. They change
+        the steps pipelines move, not the candidates.
     family
         Algorithms the tuner picks from: ``nccl`` (what nccl-tests would print) or ``all``.
     selection
@@ -161,6 +168,7 @@ class BenchRequest:
     selection: str = "nccl-model"
     ll128_c2c: bool = True
     net_tuner: bool = True
+    buffers: NcclBuffers = NcclBuffers()
 
     @property
     def pinned(self) -> bool:
@@ -211,6 +219,10 @@ class BenchRequest:
         for name in ("ll128_c2c", "net_tuner"):
             if not isinstance(getattr(self, name), bool):
                 raise UsageError(f"{name} must be a bool, got {getattr(self, name)!r}", source=name)
+        if not isinstance(self.buffers, NcclBuffers):
+            raise UsageError(
+                f"buffers must be an NcclBuffers, got {self.buffers!r}", source="buffers"
+            )
         self._check_narrowing()
 
     def _check_narrowing(self) -> None:

@@ -49,6 +49,7 @@ from scaleup.tune.choice import TunedChoice
 from scaleup.tune.choose import SizePass
 from scaleup.tune.msccl import msccl_rule
 from scaleup.tune.observe import Observer
+from scaleup.tune.ofi_env import plugin_buffers
 from scaleup.tune.ofi_tuner import OfiRegionTuner
 from scaleup.tune.p2p_rule import P2P_COLLECTIVES, P2pRule
 from scaleup.tune.question import Question
@@ -147,9 +148,11 @@ class TuneSession:
     ) -> SizePass:
         ranks = resolve_group(topology, request, group)
         key = (request.op, ranks, request.dtype, request.spec_redop, request.spec_root)
-        question = self._questions.get((topology, *key))
+        buffers = request.buffers.over(plugin_buffers(topology, ranks))
+        question = self._questions.get((topology, *key, buffers))
         if question is None:
-            question = self._questions[(topology, *key)] = Question(self, topology, key)
+            question = Question(self, topology, key, buffers=buffers)
+            self._questions[(topology, *key, buffers)] = question
         if self.stragglers is not None:
             self.stragglers.check(question.nranks)
         cands = candidates(  # narrowed as NCCL's environment asks (BenchRequest.narrow)
@@ -171,7 +174,7 @@ class TuneSession:
         if trim is not None:  # nvlsChannels within [minCTAs, maxCTAs] (nvls.cc line 235)
             nvls = request.clamp_counts((trim.nvls_channels,))[0]
             trim = dataclasses.replace(trim, nvls_channels=nvls)
-        p2p = P2pRule.of(topology, ranks) if _p2p_ruled(request) else None
+        p2p = P2pRule.of(topology, ranks, buffers) if _p2p_ruled(request) else None
         model = plugin = None
         if request.selection == "nccl-model" and request.family == "nccl":
             model = question.nccl_model()

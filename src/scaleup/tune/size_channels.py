@@ -55,6 +55,7 @@ __all__ = [
     "nvls_tree_chunk_bytes",
     "sm100_multi_node_channels",
     "sm100_tree_chunk_bytes",
+    "sm100_tree_tuning",
     "tree_ll128_chunk_bytes",
     "tree_ll128_chunk_for",
     "tree_ll128_shape",
@@ -171,15 +172,14 @@ def sm100_multi_node_channels(nnodes: int, ppn: int, nic_gb_per_s: float) -> int
 NVLS_CHUNK_BYTES: Final = 128 * 1024
 
 
-def sm100_tree_chunk_bytes(nnodes: int, ppn: int, nic_gb_per_s: float) -> int:
-    """``min(nvlsChunkSize, nvlsTreeMaxChunkSize)`` across Blackwell nodes, as
-    ``ncclNvlsTreeSm100Tuning`` sets both (nvls.cc lines 164-199) and calcCollChunking takes the
-    smaller (enqueue.cc line 2281), with every NIC next to its GPU (NCCL's ``PATH_PIX``, at most
-    ``PATH_PXB``: the presets attach a NIC to its GPU's PCIe port).
+def sm100_tree_tuning(nnodes: int, ppn: int, nic_gb_per_s: float) -> tuple[int, int]:
+    """``(nvlsChunkSize, nvlsTreeMaxChunkSize)`` as ``ncclNvlsTreeSm100Tuning`` sets them
+    across Blackwell nodes (NCCL 2.30.7 nvls.cc lines 164-199), with every NIC next to its GPU
+    (NCCL's ``PATH_PIX``, at most ``PATH_PXB``: the presets attach a NIC to its GPU's PCIe
+    port); a tree maximum of 0 is one the tuning leaves unset.
 
-    >>> [sm100_tree_chunk_bytes(n, p, b) // 1024 for n, p, b in
-    ...  ((2, 4, 50.0), (2, 8, 50.0), (2, 8, 100.0), (4, 8, 100.0), (4, 72, 100.0), (4, 8, 50.0))]
-    [256, 64, 128, 256, 64, 64]
+    >>> [sm100_tree_tuning(n, p, b) for n, p, b in ((2, 8, 50.0), (4, 8, 100.0), (4, 8, 25.0))]
+    [(131072, 65536), (262144, 262144), (131072, 0)]
     """
     chunk, tree_max = NVLS_CHUNK_BYTES, 0
     if nnodes == 2 and nic_gb_per_s >= 48.0:
@@ -195,7 +195,21 @@ def sm100_tree_chunk_bytes(nnodes: int, ppn: int, nic_gb_per_s: float) -> int:
             tree_max = 128 * 1024 if ppn < 32 else 64 * 1024
     elif nic_gb_per_s >= 48.0:
         tree_max = 64 * 1024
-    if tree_max == 0:  # the fallback of ncclNvlsTuning (lines 225-229)
+    return chunk, tree_max
+
+
+def sm100_tree_chunk_bytes(nnodes: int, ppn: int, nic_gb_per_s: float) -> int:
+    """``min(nvlsChunkSize, nvlsTreeMaxChunkSize)`` across Blackwell nodes with no variable set
+    (:func:`sm100_tree_tuning`; ``ncclNvlsTuning``'s fallback where the tuning leaves the tree
+    maximum unset, nvls.cc lines 225-229); calcCollChunking takes the smaller (enqueue.cc line
+    2281).
+
+    >>> [sm100_tree_chunk_bytes(n, p, b) // 1024 for n, p, b in
+    ...  ((2, 4, 50.0), (2, 8, 50.0), (2, 8, 100.0), (4, 8, 100.0), (4, 72, 100.0), (4, 8, 50.0))]
+    [256, 64, 128, 256, 64, 64]
+    """
+    chunk, tree_max = sm100_tree_tuning(nnodes, ppn, nic_gb_per_s)
+    if tree_max == 0:
         tree_max = 64 * 1024 if nnodes >= 4 else chunk
     return min(chunk, tree_max)
 
@@ -205,14 +219,19 @@ def nvls_tree_chunk_bytes(
     ranks: Sequence[int] | None = None,
     nbytes: int | None = None,
     concurrent_ops: int = 1,
+    *,
+    nvls_chunk_bytes: int | None = None,
+    tree_max_chunk_bytes: int | None = None,
 ) -> int:
     """NVLS-Tree's step across the group's nodes: the chunk one head's connection moves at a
-    time. ``ncclNvlsTuning`` (nvls.cc lines 202-238) gives ``nvlsChunkSize`` 128 KiB and
-    ``nvlsTreeMaxChunkSize`` 64 KiB from four nodes on, the chunk size below that, across
-    Blackwell nodes :func:`sm100_tree_chunk_bytes`; calcCollChunking (enqueue.cc lines
-    2276-2286) takes the smaller and, for a message of ``nbytes`` (None: a large one), halves it
-    down to 256 / 128 / 64 / 32 KiB while the message holds fewer than 32 / 16 / 4 / 1 chunks
-    per concurrent op (``concurrent_ops`` = channels x heads).
+    time. ``ncclNvlsTuning`` (NCCL 2.30.7 nvls.cc lines 202-238) takes ``nvlsChunkSize`` from
+    ``NCCL_NVLS_CHUNKSIZE`` (``nvls_chunk_bytes``) where set, else from the Blackwell multi-node
+    tuning (:func:`sm100_tree_tuning`), else 128 KiB; and ``nvlsTreeMaxChunkSize`` from
+    ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (``tree_max_chunk_bytes``) where set, else from the tuning,
+    else 64 KiB from four nodes on and the chunk size below that. calcCollChunking (enqueue.cc
+    lines 2276-2286) takes the smaller and, for a message of ``nbytes`` (None: a large one),
+    halves it down to 256 / 128 / 64 / 32 KiB while the message holds fewer than 32 / 16 / 4 / 1
+    chunks per concurrent op (``concurrent_ops`` = channels x heads).
 
     >>> from scaleup.topology import resolve_topology
     >>> [nvls_tree_chunk_bytes(resolve_topology(p)) // 1024 for p in
@@ -221,12 +240,23 @@ def nvls_tree_chunk_bytes(
     >>> [nvls_tree_chunk_bytes(resolve_topology("2xdgx-h100"), None, s << 20, 128) // 1024
     ...  for s in (128, 16, 8, 1)]
     [128, 64, 64, 32]
+    >>> nvls_tree_chunk_bytes(resolve_topology("4xdgx-h100"), nvls_chunk_bytes=1 << 19,
+    ...                       tree_max_chunk_bytes=1 << 19) // 1024  # aws-ofi-nccl on p5
+    512
     """
     rows, nodes = _rows_and_nodes(topology, ranks)
+    chunk, tree_max = NVLS_CHUNK_BYTES, 0
     if rows == {"blackwell"} and len(nodes) > 1:
-        chunk = sm100_tree_chunk_bytes(len(nodes), min(nodes.values()), _nic_gb_per_s(topology))
-    else:
-        chunk = 64 * 1024 if len(nodes) >= 4 else NVLS_CHUNK_BYTES
+        chunk, tree_max = sm100_tree_tuning(
+            len(nodes), min(nodes.values()), _nic_gb_per_s(topology)
+        )
+    if nvls_chunk_bytes is not None:
+        chunk = nvls_chunk_bytes
+    if tree_max_chunk_bytes is not None:
+        tree_max = tree_max_chunk_bytes
+    elif tree_max == 0:
+        tree_max = 64 * 1024 if len(nodes) >= 4 else chunk
+    chunk = min(chunk, tree_max)
     if nbytes is None:
         return chunk
     for chunks, floor in ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024)):
