@@ -57,6 +57,15 @@ def test_multi_node_rule_by_hand() -> None:
     assert rule.chunk_bytes == 128 * 1024
 
 
+def test_grace_blackwell_doubles_the_network_chunk() -> None:
+    """NCCL 2.30.7 init.cc lines 831-834: across nodes of Grace-hosted Blackwell (GB200: four
+    GPUs a host) the p2p chunk is twice NCCL_P2P_NET_CHUNKSIZE; x86 B200 nodes keep 128 KiB;
+    RCCL and one node are not affected."""
+    assert P2pRule.of(resolve_topology("3xgb200-nvl72:gpus=4,nic=ib-ndr")).chunk_bytes == 256 << 10
+    assert P2pRule.of(resolve_topology("2xhgx-b200:nic=ib-ndr")).chunk_bytes == 128 << 10
+    assert P2pRule.of(resolve_topology("2xmi300x-8")).chunk_bytes == 128 << 10
+
+
 def test_mesh_rules() -> None:
     """DGX-1: a pair joined through a third GPU (NVB) over one link: 2 channels. MI300X (RCCL,
     gfx94): 4 x 1 xGMI link = 4, doubled on one node: 8. PCIe box: 2."""

@@ -23,9 +23,9 @@ Per communicator (NVIDIA/nccl ``src/graph/paths.cc`` ``ncclTopoGetNchannels`` an
 
 Per transfer of ``bytes`` (nccl ``addP2pToPlan``, enqueue.cc lines 913-933; rccl
 ``calcP2pChunkSize``, lines 941-949), with the p2p chunk size (``src/init.cc`` 830-843: 128 KiB
-across nodes or over PCIe, 512 KiB on an all-NVLink node, at most the Simple buffer / 8; across
-nodes ``NCCL_P2P_NET_CHUNKSIZE`` and the buffer ``NCCL_BUFFSIZE`` where set, as aws-ofi-nccl
-sets them on AWS, :mod:`scaleup.tune.ofi_env`):
+across nodes or over PCIe, twice that across nodes of Grace-hosted Blackwell GPUs, 512 KiB on an
+all-NVLink node, at most the Simple buffer / 8; across nodes ``NCCL_P2P_NET_CHUNKSIZE`` and the
+buffer ``NCCL_BUFFSIZE`` where set, as aws-ofi-nccl sets them on AWS, :mod:`scaleup.tune.ofi_env`):
 
 - parts of at least ``chunk / 8`` (one node) or ``chunk / 2`` (several), at most ``chunk x 32``
   or ``chunk``; start from min(nChannelsMin, bytes / min part) channels, double while a part is
@@ -66,6 +66,8 @@ P2P_PER_CHANNEL_NET_GB_PER_S: Final = 14
 P2P_NET_CHUNK_BYTES: Final = 1 << 17
 P2P_PCI_CHUNK_BYTES: Final = 1 << 17
 P2P_NVL_CHUNK_BYTES: Final = 1 << 19
+#: NVIDIA architectures of compute capability 10.0 and later.
+_SM100_ARCHS: Final = frozenset({"blackwell", "rubin"})
 #: Rounds per group of the p2p schedule (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``).
 _ROUNDS_PER_GROUP: Final = 8
 #: RCCL's gfx94 parts (CDNA3): their per-peer channel doublings (rccl paths.cc 845, 917).
@@ -130,6 +132,8 @@ class P2pRule:
         buffers = buffers or NcclBuffers()
         if multi:
             chunk = buffers.p2p_net_chunk_bytes or P2P_NET_CHUNK_BYTES
+            if library == "nccl" and _grace_blackwell(topology, index):
+                chunk *= 2  # init.cc lines 831-834: "GBx platforms only have 4 GPUs per host"
         elif links.all_scale_up:
             chunk = P2P_NVL_CHUNK_BYTES
         else:
@@ -281,3 +285,14 @@ class _Links:
 
 def _min(a: int | None, b: int) -> int:
     return b if a is None else min(a, b)
+
+
+def _grace_blackwell(topology: Topology, index: Sequence[int]) -> bool:
+    """Whether every rank is a Blackwell-or-later GPU hosted over NVLink-C2C (a Grace CPU: NCCL's
+    ``cpuArch == NCCL_TOPO_CPU_ARCH_ARM && minCompCap >= 100``, NCCL 2.30.7 init.cc line 833)."""
+    accs = topology.accelerators
+    for r in index:
+        spec = hardware.accelerator(accs[r].type)
+        if str(spec.arch) not in _SM100_ARCHS or str(spec.host_link.family) != "c2c":
+            return False
+    return True
