@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -177,6 +179,17 @@ def test_cli_names_the_plugins_sizes_and_the_users_take_precedence():
     assert "# NCCL environment applied: NCCL_NVLS_CHUNKSIZE=131072" in user.output
     off_aws = runner.invoke(app, ["bench", "--topology", "2xdgx-h100", "-b", "1G", "-e", "1G"])
     assert "Network plugin" not in off_aws.output
+
+
+def test_cli_json_rows_carry_the_plugins_sizes_only_on_efa():
+    rows = json.loads(runner.invoke(app, [*_P5_BENCH, "--json"]).output)
+    assert rows[0]["net_plugin_env"]["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "524288"
+    user = runner.invoke(app, [*_P5_BENCH, "--json"], env={"NCCL_BUFFSIZE": "4194304"})
+    row = json.loads(user.output)[0]
+    assert "NCCL_BUFFSIZE" not in row["net_plugin_env"]
+    assert row["nccl_env"] == {"NCCL_BUFFSIZE": "4194304"}
+    plain = json.loads(runner.invoke(app, ["bench", "-b", "1M", "-e", "1M", "--json"]).output)
+    assert "net_plugin_env" not in plain[0]
 
 
 def test_cli_bad_size_is_one_line_exit_2():

@@ -37,6 +37,7 @@ __all__ = [
     "flag_errors",
     "nccl_env_of",
     "nccl_header",
+    "plugin_env",
     "plugin_header",
     "request_from_flags",
     "split_op",
@@ -273,12 +274,21 @@ def nccl_header(flags: BenchFlags) -> list[str]:
     return [line]
 
 
+def plugin_env(topo: Topology, nranks: int, applied: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL variables aws-ofi-nccl sets for the first ``nranks`` ranks of ``topo`` that the
+    environment (``applied``) leaves to it (:mod:`scaleup.tune.ofi_env`); none off AWS's EFA."""
+    from scaleup.tune.ofi_env import plugin_buffers
+
+    plugin = plugin_buffers(topo, range(nranks)).applied()
+    return {k: v for k, v in plugin.items() if k not in applied}
+
+
 def plugin_header(flags: BenchFlags, topo: Topology, nranks: int) -> list[str]:
     """The header lines of the EFA network plugin: the NCCL sizes aws-ofi-nccl sets on the
     group's AWS platform (:mod:`scaleup.tune.ofi_env`), and that its region tuner takes part (an
     all_reduce on p5 / p5e across more than two nodes, picked as NCCL picks;
     :mod:`scaleup.tune.ofi_tuner`); none elsewhere, so other output stays as it was."""
-    from scaleup.tune.ofi_env import ofi_platform, plugin_buffers
+    from scaleup.tune.ofi_env import ofi_platform
     from scaleup.tune.ofi_tuner import OfiRegionTuner
 
     if flags.runtime is not None:
@@ -288,8 +298,7 @@ def plugin_header(flags: BenchFlags, topo: Topology, nranks: int) -> list[str]:
     ranks = range(nranks)
     platform = ofi_platform(topo, ranks)
     if platform is not None:
-        plugin = plugin_buffers(topo, ranks).applied()
-        kept = {k: v for k, v in plugin.items() if k not in env.applied}
+        kept = plugin_env(topo, nranks, env.applied)
         if kept:
             lines.append(
                 f"# Network plugin: aws-ofi-nccl ({platform}) sets "

@@ -16,6 +16,7 @@ from scaleup.cli.bench_flags import (
     flag_errors,
     nccl_env_of,
     nccl_header,
+    plugin_env,
     plugin_header,
     split_topologies,
     straggler_header,
@@ -112,8 +113,14 @@ def print_series(
         from scaleup.cli.bench_plot import plot_busbw
 
         plot_busbw(series, plot)
-    all_rows = [r.to_dict() for rows in series.values() for r in rows]
     applied = nccl_env_of(flags)[0].applied
+    all_rows = []
+    for label, rows in series.items():
+        simulated = label in topos and rows
+        plugin = plugin_env(topos[label], rows[0].nranks, applied) if simulated else {}
+        value = plugin if json_out else " ".join(f"{k}={v}" for k, v in plugin.items())
+        for r in rows:  # the EFA plugin's sizes only where it runs: other output stays as it was
+            all_rows.append({**r.to_dict(), "net_plugin_env": value} if plugin else r.to_dict())
     if applied:  # recorded only when set: the default output stays as it was
         note = " ".join(f"{k}={v}" for k, v in applied.items())
         all_rows = [{**row, "nccl_env": dict(applied) if json_out else note} for row in all_rows]
