@@ -36,7 +36,10 @@ The window itself never binds in the modelled range: 8 slots of ``q`` bytes at a
 full rate last longer than a round trip of the slowest step latency for every protocol
 (Simple 8 x 512 KiB / 60 GB/s = 70 us against 2 x 14 us over a NIC; LL 8 x 32 KiB / 30 GB/s =
 8.7 us against 2 x 2.7 us; :func:`window_covers_latency` checks it), so no extra rate limit is
-applied: this is stated, and tested, rather than simulated.
+applied: this is stated, and tested, rather than simulated. It holds for the default steps over
+NVLink, PCIe and InfiniBand, not over EFA with NCCL's smaller network chunks (a ~48 us round
+trip caps 8 slots of tree LL128's 71,040 B at 11.8 GB/s a connection): there the cap is an
+approximation left out (docs/models.md section 13, "The window").
 
 Without ``step_bytes`` (the default) nothing changes: every dependency waits for its
 predecessor's end and then pays the successor's latency.
