@@ -51,6 +51,7 @@ from scaleup.sim.protocols import library_for
 from scaleup.topology.model import NodeKind, Topology
 from scaleup.topology.predicates import is_scale_up_link
 from scaleup.tune.nccl_buffers import NcclBuffers
+from scaleup.tune.nccl_model import ARCH_INDEX
 from scaleup.tune.rules import Candidate
 
 __all__ = ["P2P_COLLECTIVES", "P2P_LL_THRESHOLD_BYTES", "P2pRule"]
@@ -66,8 +67,6 @@ P2P_PER_CHANNEL_NET_GB_PER_S: Final = 14
 P2P_NET_CHUNK_BYTES: Final = 1 << 17
 P2P_PCI_CHUNK_BYTES: Final = 1 << 17
 P2P_NVL_CHUNK_BYTES: Final = 1 << 19
-#: NVIDIA architectures of compute capability 10.0 and later.
-_SM100_ARCHS: Final = frozenset({"blackwell", "rubin"})
 #: Rounds per group of the p2p schedule (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``).
 _ROUNDS_PER_GROUP: Final = 8
 #: RCCL's gfx94 parts (CDNA3): their per-peer channel doublings (rccl paths.cc 845, 917).
@@ -293,6 +292,7 @@ def _grace_blackwell(topology: Topology, index: Sequence[int]) -> bool:
     accs = topology.accelerators
     for r in index:
         spec = hardware.accelerator(accs[r].type)
-        if str(spec.arch) not in _SM100_ARCHS or str(spec.host_link.family) != "c2c":
+        compcap = ARCH_INDEX.get(str(spec.arch), (0, 0))[1]
+        if compcap < 100 or str(spec.host_link.family) != "c2c":
             return False
     return True
