@@ -16,7 +16,7 @@ import pytest
 from scaleup import runtime as rt
 from scaleup.errors import RankFailed, RankTimeout
 from scaleup.runtime.control import ABORT_TIMEOUT, ControlBlock, Waiter
-from scaleup.runtime.shm import PREFIX, list_segments
+from scaleup.runtime.shm import PREFIX, list_segments, shm_dir
 
 TIMEOUT_S = 5.0
 
@@ -113,7 +113,7 @@ def test_segments_are_private_and_unique() -> None:
         rt.barrier()
         prefix = rt.group().transport.prefix
         names = list_segments(prefix)
-        result = [(name, os.stat(f"/dev/shm/{name}").st_mode & 0o777) for name in names]
+        result = [(name, os.stat(shm_dir() / name).st_mode & 0o777) for name in names]
         rt.barrier()
         return result
 
