@@ -50,8 +50,10 @@ def test_tree_all_reduce_converges() -> None:
     assert max(times) / min(times) - 1 < 0.01, times
 
 
-def test_chain_broadcast_hand_worked() -> None:
-    """Chain broadcast on a line of k ranks (a contention-free switch, one channel).
+@pytest.mark.parametrize("coll", ["broadcast", "reduce"])
+def test_chain_hand_worked(coll: str) -> None:
+    """Chain broadcast (and reduce towards the root) on a line of k ranks (a contention-free
+    switch, one channel).
 
     Hop 0 streams the S bytes from the root at B (one thread block or the GPU's links, whichever
     is less) after its latency ``lat``: it ends at ``start + lat + S/B``. Each further hop starts
@@ -62,6 +64,12 @@ def test_chain_broadcast_hand_worked() -> None:
 
     k = 4, Simple, q = 512 KiB, S = 64 MiB: about start + 3 lat + 1.03 S/B, whatever the chunks
     (before: with every chunk sharing each link fairly, 3 S/B, no pipelining at all).
+
+    The reduce takes the same time: each receiver reads its own input inline, as NCCL's
+    ``recvReduceSend`` / ``recvReduceCopy`` do (``src/device/reduce.h``), so the simulator's
+    just-in-time copy of that input streams into the reduce and nothing is copied up front.
+    Before, every rank copied its input at time 0 (the root one op of the whole count) and the
+    first hop into a rank waited for it: 1726 us here against 1678 (+2.9%).
     """
     k, proto = 4, "simple"
     topo = uniform_switch(k)
@@ -70,8 +78,20 @@ def test_chain_broadcast_hand_worked() -> None:
     want = ab.launch_s + (k - 1) * ab.alpha_s + S / ab.beta_bytes_per_s
     want += (k - 2) * q / ab.beta_bytes_per_s
     for chunks in (1, 16, 64):
-        got = _time(topo, "ring", "broadcast", k, chunks, proto, channels=1)
+        got = _time(topo, "ring", coll, k, chunks, proto, channels=1)
         assert got == pytest.approx(want, rel=1e-3), (chunks, got, want)
+
+
+def test_reduce_runs_at_the_broadcast_rate_on_a_dgx_h100() -> None:
+    """Reduce and broadcast move the same bytes over the same chains (every rank but the last
+    sends S once): on 8 H100s at 1 GiB, 16 chunks, their times agree within 3%. Before the
+    reduce's copies were just in time, 3843 against 3070 us (-20% of busbw)."""
+    topo = resolve_topology("dgx-h100")
+    times = {
+        coll: _time(topo, "ring", coll, 8, 16, "simple", S_BIG, channels=16)
+        for coll in ("reduce", "broadcast")
+    }
+    assert times["reduce"] == pytest.approx(times["broadcast"], rel=0.03), times
 
 
 def test_without_step_bytes_nothing_pipelines() -> None:

@@ -18,7 +18,10 @@ steps ``i+1 .. i+7`` are being written. Two consequences, which is all this modu
    into its sum, NCCL's one ``FanAsymmetric`` pass over every source), and its successor may
    forward the folded steps. So does an *in-switch* op next to a fabric op (NVLS-Tree: a
    head's ``ld_reduce`` of a chunk goes to the network step by step, and what arrives from the
-   network is multicast step by step, as NCCL's reduce and broadcast warps move it).
+   network is multicast step by step, as NCCL's reduce and broadcast warps move it). And so
+   does a *local copy* next to a fabric op: a receiver's just-in-time copy of its own input into
+   a reduce's target stands for NCCL reading that input inline (``recvReduceSend``), step by
+   step.
 2. **Latency hidden behind the window.** The ops of one connection (same kind, issuing rank,
    channel tag, source and destination ranks; for an in-switch op its first source and
    destination and how many of each) run in op order, each op's bytes after the previous op's
@@ -82,8 +85,8 @@ class Pipeline:
 
 
 def pipeline_structure(t: OpTable) -> Pipeline:
-    """Cut-through edges (between two fabric ops, or a fabric op and a local reduce or an
-    in-switch op), connection order and the dependencies that are only that order."""
+    """Cut-through edges (between two fabric ops, or a fabric op and a local reduce, a local
+    copy or an in-switch op), connection order and the dependencies that are only that order."""
     dep_stream, streams_out, conn_pred, dep_order = stream_parts(t)
     order = np.argsort(t.dep_idx, kind="stable")  # the compiled successor CSR's order
     return Pipeline(
@@ -102,12 +105,13 @@ def stream_parts(t: OpTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     switch = kind == int(OpKind.SWITCH_REDUCE)
     p2p = ~switch & (src != dst)
     fold = (kind == int(OpKind.REDUCE)) & (src == dst)  # a local reduce of what arrives
+    own = (kind == int(OpKind.COPY)) & (src == dst)  # a local copy: an input read inline
     n_deps = np.diff(t.dep_ptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), n_deps)
     conn_pred = _connection_predecessors(t, kind, src, dst, p2p | switch)
     pred = t.dep_idx
     dep_order = conn_pred[owner] == pred
-    flows = p2p | fold | switch
+    flows = p2p | fold | switch | own
     dep_stream = flows[pred] & flows[owner] & (p2p[pred] | p2p[owner]) & ~dep_order
     streams_out = np.bincount(t.dep_idx[dep_stream], minlength=n) > 0
     return dep_stream, streams_out, conn_pred, dep_order

@@ -42,6 +42,7 @@ import numpy as np
 
 from scaleup.collectives.algorithms._common import (
     INPUT,
+    NONE,
     OUTPUT,
     SCRATCH,
     chains,
@@ -338,36 +339,49 @@ def broadcast(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 
 
 def reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    """Pipelined chain reduce towards the root (partial sums in scratch)."""
+    """Pipelined chain reduce towards the root (partial sums in scratch, the root's in its output).
+
+    Every receiver first copies its own input piece into the target, *just in time*: the copy
+    of chunk ``c`` waits for the same receiver's reduce of chunk ``c - 2`` on the same channel,
+    so it overlaps chunk ``c - 1``'s transfer, as the tree's copies do (NCCL's ``runRing`` in
+    ``src/device/reduce.h`` reads its own input inside ``recvReduceSend`` / ``recvReduceCopy``
+    and copies nothing up front). Copying every piece at time 0 made the first hop into each
+    rank wait for the whole buffer's copy (the root's was one op of the whole count).
+    """
     n, ln, root = spec.nranks, lanes(spec.nranks, params), spec.root
     r_count = len(ln)
     b = _builder(spec, params, scratch=spec.count)
     reg_off, reg_size = split(spec.count, r_count)
-    out_init = local_copies(b, [root], INPUT, 0, OUTPUT, 0, spec.count)[0]
     pos = (ln.positions[:, root][:, None] + 1 + np.arange(n)[None, :]) % n
     ranks = np.take_along_axis(ln.orders, pos, axis=1)  # last = root
     hops = np.arange(n - 1)
-    last = hops == n - 2
-    inter = ranks[:, 1:-1].ravel()  # ranks that accumulate in scratch
-    lane_of = np.repeat(np.arange(r_count), n - 2)
-    init = local_copies(
-        b, inter, INPUT, reg_off[lane_of], SCRATCH, reg_off[lane_of], reg_size[lane_of]
-    )
-    hop_deps = np.full((r_count, n - 1), out_init, dtype=np.int64)
-    hop_deps[:, :-1] = init.reshape(r_count, n - 2)
-    chains(
-        b,
-        OpKind.REDUCE,
-        ranks,
-        np.where(hops == 0, INPUT, SCRATCH),
-        np.where(last, OUTPUT, SCRATCH),
-        reg_off[:, None],
-        reg_off[:, None],
-        reg_size,
-        hop_deps=hop_deps,
-        channel=ln.channel,
-        step=ln.chunk[:, None] + hops[None, :],
-    )
+    target = np.where(hops == n - 2, OUTPUT, SCRATCH)  # what hop t reduces into at its receiver
+    per_chunk = r_count // params["chunks"]
+    reduces = np.full((r_count, n - 1), NONE, dtype=np.int64)
+    for c in range(params["chunks"]):
+        rows = np.arange(c * per_chunk, (c + 1) * per_chunk)
+        shape = (len(rows), n - 1)
+        off = np.broadcast_to(reg_off[rows, None], shape)
+        jit = reduces[rows - 2 * per_chunk] if c >= 2 else np.full(shape, NONE, dtype=np.int64)
+        copies = local_copies(
+            b, ranks[rows, 1:], INPUT, off, np.broadcast_to(target, shape), off,
+            np.broadcast_to(reg_size[rows, None], shape), deps=jit,
+            channel=np.broadcast_to(ln.channel[rows, None], shape),
+            step=np.broadcast_to(ln.chunk[rows, None], shape),
+        )  # fmt: skip
+        reduces[rows] = chains(
+            b,
+            OpKind.REDUCE,
+            ranks[rows],
+            np.where(hops == 0, INPUT, SCRATCH),
+            target,
+            reg_off[rows, None],
+            reg_off[rows, None],
+            reg_size[rows],
+            hop_deps=copies.reshape(shape),
+            channel=ln.channel[rows],
+            step=ln.chunk[rows, None] + hops[None, :],
+        )
     return b.build()
 
 
