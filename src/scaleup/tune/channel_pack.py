@@ -38,6 +38,7 @@ import numpy as np
 from scaleup.errors import NoRouteError
 from scaleup.tune.channel_dfs import Packer
 from scaleup.tune.channel_graph import CHAIN, PATH, REL_TOL, RING, Load, NodeGraph, merge
+from scaleup.tune.channel_orbits import free_groups
 from scaleup.tune.channel_seeds import seeds
 
 __all__ = ["PAIR_CUT_MAX_MEMBERS", "SHAPE_BUDGETS", "Shape"]
@@ -285,6 +286,11 @@ class Shape:
         self._solved[speed] = best
         self._proved[speed] = proved
         return best[:target]
+
+    @functools.cached_property
+    def groups(self) -> list[tuple[tuple[int, ...], ...]]:
+        """The automorphism groups :mod:`~scaleup.tune.channel_orbits` may build channels from."""
+        return free_groups(self)
 
     def _seeded(self, speed: float, target: int) -> list[tuple[int, ...]]:
         """The known decomposition's paths, round after round while they fit."""

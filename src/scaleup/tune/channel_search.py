@@ -45,6 +45,7 @@ from scaleup.errors import NoRouteError, UsageError
 from scaleup.topology.model import Channel as Arc
 from scaleup.topology.model import NodeKind, Topology
 from scaleup.tune.channel_graph import CHAIN, PATH, REL_TOL, RING, NodeGraph, is_network
+from scaleup.tune.channel_orbits import orbit_paths
 from scaleup.tune.channel_pack import Shape
 from scaleup.tune.channel_plan import Channel, ChannelPlan, Segment, double_binary_tree
 
@@ -340,6 +341,7 @@ def _search(
             limits = [0.0]
         if not min(limits) > 0:
             raise NoRouteError(f"no channel fits the links of ranks {list(ranks)}", source="ranks")
+    found = [_symmetric(shape, p) for shape, p in zip(unique, found, strict=True)]
     paths = dict(zip(shapes, found, strict=True))
     bw = min(shape.speed_limit(p) for shape, p in zip(unique, found, strict=True))
     bw = bw if max_bw is None else min(bw, max_bw)
@@ -355,6 +357,16 @@ def _search(
             segments.append(Segment(srv.node, tuple(srv.comm[i] for i in local), *nics))
         channels.append(Channel(c, tuple(segments), bw))
     return ChannelPlan(kind, ranks, tuple(channels), bound, node_trees)
+
+
+def _symmetric(shape: Shape, paths: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """``paths`` or, where they are one channel per member, as many channels at their speed
+    built from the server's symmetry (:mod:`~scaleup.tune.channel_orbits`): the plan's count
+    and speed stay, and the simulator can fold its channels onto a few."""
+    if len(paths) != shape.graph.n or shape.graph.switched:
+        return paths
+    images = orbit_paths(shape, shape.speed_limit(paths))
+    return images if len(images) == len(paths) else paths
 
 
 def _best(
