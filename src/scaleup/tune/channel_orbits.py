@@ -23,11 +23,10 @@ group first; the first plan found is taken.
 
 Scope. Only for path kinds whose channels enter each server through a NIC (``path``, ``chain``),
 on direct hops, on servers of at most :data:`MAX_MEMBERS` members with at most
-:data:`MAX_AUTOMORPHISMS` automorphisms (a full mesh has ``n!``; those take their known
-decompositions, :mod:`~scaleup.tune.channel_seeds`). :class:`~scaleup.tune.channel_pack.Shape`
-takes such a plan only where it gives all ``n`` channels and the search asked for at least that
-many, so a plan the depth-first search finds with as many channels at the same speed is replaced
-by a symmetric one, never by a smaller one.
+:data:`MAX_AUTOMORPHISMS` automorphisms; a full mesh (``n!`` automorphisms) keeps its known
+decompositions (:mod:`~scaleup.tune.channel_seeds`). The search itself is unchanged:
+:mod:`scaleup.tune.channel_search` picks the count and speed as before, and only a plan of one
+channel per member is rebuilt, at its speed, where the images fit (else it stays as found).
 """
 
 from __future__ import annotations
