@@ -111,8 +111,14 @@ def _worker(
         result.send(("ok", value))
     except BaseException as error:  # reported to the launcher, which raises for everyone
         code = 1
+        payload = error_payload(error, rank)
+        if group is not None:  # say who failed before this rank's segments go: a peer that then
+            # cannot attach them must not be taken for the culprit (first abort wins)
+            kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
+            with contextlib.suppress(Exception):
+                group.transport.control.set_abort(payload["culprit"], kind, reporter=rank)
         with contextlib.suppress(Exception):  # the launcher still sees the exit code
-            result.send(("error", error_payload(error, rank)))
+            result.send(("error", payload))
     finally:
         if group is not None:
             group.transport.close()
