@@ -37,7 +37,7 @@ from typing import Any
 from scaleup.errors import UsageError
 from scaleup.runtime import lifecycle
 from scaleup.runtime import shm as shm_mod
-from scaleup.runtime.control import ABORT_RAISED, ABORT_TIMEOUT
+from scaleup.runtime.control import ABORT_RAISED, ABORT_TIMEOUT, ControlBlock
 from scaleup.runtime.supervise import GRACE_S, Supervisor, decide, error_payload
 
 __all__ = ["MAX_WORLD_SIZE", "TRANSPORTS", "launch", "run_script"]
@@ -112,11 +112,12 @@ def _worker(
     except BaseException as error:  # reported to the launcher, which raises for everyone
         code = 1
         payload = error_payload(error, rank)
-        if group is not None:  # say who failed before this rank's segments go: a peer that then
-            # cannot attach them must not be taken for the culprit (first abort wins)
+        control = getattr(group.transport, "control", None) if group is not None else None
+        if isinstance(control, ControlBlock):  # say who failed before this rank's segments go: a
+            # peer that then cannot attach them must not be taken for the culprit (first wins)
             kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
             with contextlib.suppress(Exception):
-                group.transport.control.set_abort(payload["culprit"], kind, reporter=rank)
+                control.set_abort(payload["culprit"], kind, reporter=rank)
         with contextlib.suppress(Exception):  # the launcher still sees the exit code
             result.send(("error", payload))
     finally:
