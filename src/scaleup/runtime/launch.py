@@ -37,8 +37,8 @@ from typing import Any
 from scaleup.errors import UsageError
 from scaleup.runtime import lifecycle
 from scaleup.runtime import shm as shm_mod
-from scaleup.runtime.control import ABORT_RAISED, ABORT_TIMEOUT, ControlBlock
-from scaleup.runtime.supervise import GRACE_S, Supervisor, decide, error_payload
+from scaleup.runtime.control import ControlBlock
+from scaleup.runtime.supervise import GRACE_S, Supervisor, abort_for, decide, error_payload
 
 __all__ = ["MAX_WORLD_SIZE", "TRANSPORTS", "launch", "run_script"]
 
@@ -115,9 +115,8 @@ def _worker(
         control = getattr(group.transport, "control", None) if group is not None else None
         if isinstance(control, ControlBlock):  # say who failed before this rank's segments go: a
             # peer that then cannot attach them must not be taken for the culprit (first wins)
-            kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
             with contextlib.suppress(Exception):
-                control.set_abort(payload["culprit"], kind, reporter=rank)
+                abort_for(control, payload, rank)
         with contextlib.suppress(Exception):  # the launcher still sees the exit code
             result.send(("error", payload))
     finally:
@@ -236,8 +235,7 @@ def _launch_threads(
                 group.barrier()
         except BaseException as error:  # reported below
             payload = reports[rank] = error_payload(error, rank)
-            kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
-            world.control.set_abort(payload["culprit"], kind, reporter=rank)
+            abort_for(world.control, payload, rank)
         finally:
             current.set_thread_group(None)
 

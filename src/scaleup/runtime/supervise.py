@@ -46,7 +46,7 @@ from scaleup.runtime.control import (
 )
 from scaleup.runtime.lifecycle import SignalGuard
 
-__all__ = ["GRACE_S", "Supervisor", "decide", "error_payload"]
+__all__ = ["GRACE_S", "Supervisor", "abort_for", "decide", "error_payload"]
 
 #: Seconds ranks get to stop by themselves once the run failed, and again after SIGTERM.
 GRACE_S = 1.0
@@ -64,6 +64,13 @@ def error_payload(error: BaseException, rank: int) -> dict[str, Any]:
         "message": str(error),
         "traceback": "".join(traceback.format_exception(error)),
     }
+
+
+def abort_for(control: ControlBlock, payload: dict[str, Any], reporter: int) -> None:
+    """Set the abort word for a rank's :func:`error_payload` (its culprit; a timeout or a raise;
+    the first abort wins)."""
+    kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
+    control.set_abort(payload["culprit"], kind, reporter=reporter)
 
 
 def _how(code: int) -> str:
@@ -191,8 +198,7 @@ class Supervisor:
             self.results[rank] = payload
             return
         self.reports[rank] = payload
-        kind = ABORT_TIMEOUT if payload["timeout"] else ABORT_RAISED
-        self.control.set_abort(payload["culprit"], kind, reporter=rank)
+        abort_for(self.control, payload, rank)
 
     def _drain(self, rank: int) -> None:
         """Read what an exited rank sent before it went (its sentinel may fire first)."""
