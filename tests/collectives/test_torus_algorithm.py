@@ -1,5 +1,6 @@
-"""The per-dimension ring all_reduce (``torus``): verifies on random grids, moves what a flat
-ring moves, in fewer steps, and refuses dims that do not hold the ranks."""
+"""The per-dimension rings (``torus``): all_reduce, reduce_scatter and all_gather verify on
+random grids, move what a flat ring moves, in fewer steps, and refuse dims that do not hold
+the ranks."""
 
 from __future__ import annotations
 
@@ -122,3 +123,50 @@ def test_reversed_ring_known_answer() -> None:
         (4, 0, 2, 3), (4, 1, 0, 5), (4, 2, 1, 4),
     ]  # fmt: skip
     verify(s, "int32", seed=1)
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    st.sampled_from(("reduce_scatter", "all_gather")),
+    st.lists(st.sampled_from((1, 2, 3, 4, 5)), min_size=1, max_size=4).filter(
+        lambda d: math.prod(d) <= 30
+    ),
+    st.integers(0, 9),
+    st.integers(1, 7),
+    st.integers(1, 2),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(("sum", "max", "prod")),
+    st.sampled_from(("int32", "float32", "float16")),
+)
+def test_the_two_halves_verify_on_any_grid(
+    collective: str, dims: list[int], per_rank: int, channels: int, chunks: int,
+    rotate: bool, bidirectional: bool, redop: str, dtype: str,
+) -> None:  # fmt: skip
+    """reduce_scatter leaves rank j block j reduced over every rank, all_gather gives every
+    rank every rank's input, for odd block sizes (including empty lanes and blocks), 1-4
+    dimensions with size-1 ones, every lane order and direction."""
+    n = math.prod(dims)
+    spec = CollectiveSpec(collective, nranks=n, count=n * per_rank + n // 2, redop=redop)
+    s = build_schedule(
+        "torus", spec, dims=dims, channels=channels, chunks=chunks, rotate=rotate,
+        bidirectional=bidirectional,
+    )  # fmt: skip
+    verify(s, dtype, seed=per_rank)
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "all_gather"])
+def test_halves_send_what_a_flat_ring_sends_in_fewer_steps(collective: str) -> None:
+    """4x4x4: each rank sends (n - 1) / n of the buffer, as a flat ring's rank does, in
+    3 + 3 + 3 ring steps instead of 63; on every rank, and with 12 lanes (each block cut in
+    12 pieces: one op per piece, so the flat ring's op count for all_gather)."""
+    n = 64
+    spec = CollectiveSpec(collective, nranks=n, count=n * 12 * 5)
+    torus = build_schedule("torus", spec, dims="4x4x4", channels=12)
+    ring = build_schedule("ring", spec, channels=12)
+    assert np.array_equal(torus.bytes_sent_per_rank(), ring.bytes_sent_per_rank())
+    assert np.all(torus.bytes_sent_per_rank() == (n - 1) * 5 * 12)  # elements: 63 blocks
+    assert torus.n_steps == 9 + (collective == "all_gather")  # + the own-block copies' tag
+    assert ring.n_steps == n - 1
+    if collective == "all_gather":
+        assert torus.n_ops == ring.n_ops

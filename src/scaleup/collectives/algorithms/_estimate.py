@@ -21,8 +21,10 @@ for world sizes 1..32 by ``tests/collectives/test_estimate.py``), tight within a
 ``h (n/r) (r + 4)``     NVLS-Tree, ``h`` heads of ``r`` ranks per node: a reduction of ``r``
                     sources and a multicast to ``r`` per server and head, two tree hops and
                     at most one local fold of a child's landed sum
-``n (3 s + 1)``     torus, ``s = sum(k_d - 1)``: per rank one reduce and one copy per step
-                    and at most ``s`` input copies
+``n (3 s + 1)``     torus all_reduce, ``s = sum(k_d - 1)``: per rank one reduce and one
+                    copy per step and at most ``s`` input copies (its reduce_scatter and
+                    all_gather pass groups of blocks, one op per block: quadratic, as the
+                    ring's)
 ==================  =====================================================================
 
 A ``bidirectional`` ring runs every lane both ways round: twice the ops (a bidirectional torus
@@ -97,7 +99,7 @@ PER_LANE: dict[str, dict[str, PerLane]] = {
     "nvls": {"*": _multicast, "broadcast": _fan, "reduce": _fan},
     "hierarchical": {"*": _hierarchical},
     "nvls_tree": {"*": _nvls_tree},
-    "torus": {"*": _torus},
+    "torus": {"*": _torus, "all_gather": _quadratic, "reduce_scatter": _quadratic},
 }
 
 

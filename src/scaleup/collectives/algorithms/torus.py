@@ -1,5 +1,6 @@
-"""Multi-dimensional ring all_reduce for tori (``torus``): a ring per dimension, as JAX/XLA
-runs all-reduce on TPU slices and ASTRA-sim's multi-dimensional collectives model it.
+"""Multi-dimensional rings for tori (``torus``): all_reduce, reduce_scatter and all_gather as a
+ring per dimension, as JAX/XLA runs them on TPU slices and ASTRA-sim's multi-dimensional
+collectives model them.
 
 ``dims = (k0, k1, ...)`` with ``prod(dims) == nranks`` lays the ranks on a grid, dimension 0
 fastest (rank ``x + k0 * (y + k1 * z)``, the convention of
@@ -39,6 +40,19 @@ is the earlier single-order schedule (every lane on dimension 0 first, ``+1`` di
 directed link per rank busy at a time; only the input copies are now just in time); with one
 lane (the default ``channels=1, chunks=1``) all settings give that schedule.
 
+**reduce_scatter and all_gather** are the two halves on their own (:func:`reduce_scatter`,
+:func:`all_gather`). Their blocks are fixed by the collective (rank ``j``'s block is block
+``j`` of the input, or of the output), so a ring along dimension ``d`` passes *groups* of
+blocks: the blocks whose owners share a coordinate ``d``. Reduce-scatter keeps, after each
+dimension, the group of its own coordinate (rank ``j``'s own block is in it every time), so
+after the last dimension rank ``j`` holds block ``j`` reduced over every rank; all-gather
+starts from each rank's own block and, dimension after dimension, gathers its ring's groups.
+Each rank sends ``(n - 1) / n`` of the buffer in ``sum(k_d - 1)`` steps, as the all_reduce's
+halves, with lanes rotated and in both directions as above (all_gather runs a lane's
+dimensions in the reverse of its reduce-scatter order, as the all_reduce's second half does).
+A group is one op per block piece, since a lane carries its own piece of every block (as the
+flat ring's lanes do): the op count is the flat ring's.
+
 >>> from scaleup.collectives.spec import CollectiveSpec
 >>> s = all_reduce(CollectiveSpec("all_reduce", 4, 8), normalise(
 ...     CollectiveSpec("all_reduce", 4, 8), {"dims": "2x2", "channels": 1, "chunks": 1}))
@@ -49,15 +63,19 @@ lane (the default ``channels=1, chunks=1``) all settings give that schedule.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from scaleup.collectives.algorithms._common import check_int, split
 from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Schedule
+from scaleup.collectives.schedule import Chunk, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
-__all__ = ["BUILDERS", "PARAMS", "all_reduce", "check", "lane_plan", "normalise"]
+__all__ = [
+    "BUILDERS", "PARAMS", "all_gather", "all_reduce", "check", "lane_plan", "normalise",
+    "reduce_scatter",
+]  # fmt: skip
 
 PARAMS: dict[str, Any] = {
     "dims": None, "channels": 1, "chunks": 1, "rotate": True, "bidirectional": True,
@@ -234,4 +252,129 @@ def _ring_pass(
     return owned
 
 
-BUILDERS = {"all_reduce": all_reduce}
+class _BlockLane(NamedTuple):
+    """One lane of a reduce_scatter or all_gather: its channel tag, first step tag, its piece
+    of every block (``off``, ``size``) and its rings, in reduce-scatter order."""
+
+    channel: int
+    step: int
+    off: int
+    size: int
+    rings: list[_Ring]
+
+
+def _block_lanes(spec: CollectiveSpec, params: dict[str, Any]) -> Iterator[_BlockLane]:
+    """The lanes of a blocked collective that carry elements (module docstring)."""
+    dims, channels = tuple(params["dims"]), params["channels"]
+    strides = [math.prod(dims[:d]) for d in range(len(dims))]
+    lanes = channels * params["chunks"]
+    poff, psize = split(spec.block_count, lanes)
+    for lane in range(lanes):
+        if psize[lane] == 0:
+            continue
+        channel = lane % channels
+        order, sign = lane_plan(dims, lane, rotate=params.get("rotate", True),
+                                bidirectional=params.get("bidirectional", True))  # fmt: skip
+        rings = [_Ring(d, dims[d], strides[d], sign, channel) for d in order]
+        yield _BlockLane(channel, lane // channels + 1, int(poff[lane]), int(psize[lane]), rings)
+
+
+def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """The per-dimension ring reduce_scatter of ``spec`` (module docstring): rank ``j`` ends
+    with block ``j`` of the input reduced over every rank."""
+    n, blk = spec.nranks, spec.block_count
+    b = ScheduleBuilder(spec, "torus", scratch_count=spec.input_count, params=params,
+                        infer_deps=False)  # fmt: skip
+    for lane in _block_lanes(spec, params):
+        channel, off, size = lane.channel, lane.off, lane.size
+
+        def acc(r: int, j: int, off: int = off, size: int = size) -> Chunk:
+            """Where rank ``r`` accumulates block ``j``'s piece: its output for its own block."""
+            return b.output(r, off, size) if j == r else b.scratch(r, j * blk + off, size)
+
+        if not lane.rings:  # one rank
+            b.copy(b.input(0, off, size), b.output(0, off, size), deps=[], channel=channel,
+                   step=lane.step)  # fmt: skip
+            continue
+        active = [list(range(n)) for _ in range(n)]  # blocks each rank still accumulates
+        writer: dict[tuple[int, int], int] = {}  # (rank, block) -> last op writing its acc
+        step = lane.step
+        for i, ring in enumerate(lane.rings):
+            k = ring.k
+            groups = [
+                [[j for j in active[r] if ring.position(j) == g] for g in range(k)]  # by owner
+                for r in range(n)
+            ]
+            last_in: dict[tuple[int, int], list[int]] = {}  # (step, rank) -> its receives
+            for t in range(k - 1):
+                for r in range(n):
+                    p, nxt = ring.position(r), ring.next_rank(r)
+                    blocks = groups[r][(p - 1 - t) % k]
+                    if i == 0:  # the receiver starts from its input, copied just in time
+                        before = last_in.get((t - 2, nxt), []) if t >= 2 else []
+                        for j in blocks:
+                            writer[(nxt, j)] = b.copy(
+                                b.input(nxt, j * blk + off, size), acc(nxt, j),
+                                deps=before[-1:], channel=channel, step=step + t,
+                            )  # fmt: skip
+                    got = last_in.setdefault((t, nxt), [])
+                    for j in blocks:
+                        first = i == 0 and t == 0
+                        src = b.input(r, j * blk + off, size) if first else acc(r, j)
+                        deps = [writer[(nxt, j)]] + ([] if first else [writer[(r, j)]])
+                        writer[(nxt, j)] = b.reduce(src, acc(nxt, j), deps=deps,
+                                                    channel=channel, step=step + t)  # fmt: skip
+                        got.append(writer[(nxt, j)])
+            for r in range(n):
+                active[r] = groups[r][ring.position(r)]
+            step += k - 1
+    return b.build()
+
+
+def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
+    """The per-dimension ring all_gather of ``spec`` (module docstring): every rank ends with
+    every rank's input, block ``j`` from rank ``j``."""
+    n, blk = spec.nranks, spec.block_count
+    b = ScheduleBuilder(spec, "torus", params=params, infer_deps=False)
+    for r in range(n if blk else 0):  # each rank's own block, once (as the ring's owners do)
+        b.copy(b.input(r, 0, blk), b.output(r, r * blk, blk), deps=[])
+    for lane in _block_lanes(spec, params):
+        off, size = lane.off, lane.size
+        held = [[r] for r in range(n)]  # blocks each rank holds, in its output
+        writer: dict[tuple[int, int], int] = {}  # (rank, block) -> the op that delivered it
+        step = lane.step
+        for ring in reversed(lane.rings):
+            origin = held  # the group each rank brings to this ring
+            for t in range(ring.k - 1):
+                for r in range(n):
+                    # the group that started t positions back reaches r's successor now
+                    src_rank = r
+                    for _ in range(t):
+                        src_rank = _previous(ring, src_rank)
+                    nxt = ring.next_rank(r)
+                    for j in origin[src_rank]:
+                        own = j == r
+                        src = b.input(r, off, size) if own else b.output(r, j * blk + off, size)
+                        writer[(nxt, j)] = b.copy(
+                            src, b.output(nxt, j * blk + off, size),
+                            deps=[] if own else [writer[(r, j)]], channel=lane.channel,
+                            step=step + t,
+                        )  # fmt: skip
+            held = [[j for q in _members(ring, r) for j in origin[q]] for r in range(n)]
+            step += ring.k - 1
+    return b.build()
+
+
+def _previous(ring: _Ring, r: int) -> int:
+    """The rank before ``r`` on its ring along ``ring``'s dimension."""
+    p = (r // ring.stride) % ring.k
+    return r + ((p - ring.sign) % ring.k - p) * ring.stride
+
+
+def _members(ring: _Ring, r: int) -> list[int]:
+    """The ranks of ``r``'s ring along ``ring``'s dimension, by coordinate."""
+    base = r - ((r // ring.stride) % ring.k) * ring.stride
+    return [base + c * ring.stride for c in range(ring.k)]
+
+
+BUILDERS = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
