@@ -19,6 +19,7 @@ from scaleup.errors import UsageError
 from scaleup.topology.analysis import per_accelerator_gb_per_s
 from scaleup.topology.presets import resolve_topology
 from scaleup.tune import channel_search as cs
+from scaleup.tune import channel_seeds as cs_seeds
 from scaleup.tune.channel_search import (
     ChannelPlan,
     Wiring,
@@ -101,6 +102,33 @@ def test_mi300x_mesh_seven_rings_cover_every_arc_once():
     hops = _direct_hops(plan, t)
     assert len(hops) == 56
     assert set(hops.values()) == {1}
+
+
+@pytest.mark.parametrize("shape", ["4x4x4", "8x8x8"])
+def test_tpu_slice_rings_are_the_grid_snake_both_ways_over_direct_links(shape: str):
+    """A whole TPU slice (3-D torus, one 100 GB/s ICI link per neighbour): the boustrophedon
+    visits every chip moving one coordinate at a time and, the slowest dimension being even,
+    ends next to chip 0 across the wraparound: a Hamiltonian ring over direct links, run both
+    ways round without sharing an arc. So at least 2 rings at a link's full 100 GB/s. Before
+    the grid seed, 4x4x4 gave one ring and 8x8x8 none over direct links within the budget (one
+    ring routed through other chips instead)."""
+    t = resolve_topology(f"tpu-v5p:shape={shape}")
+    plan = search_rings(t)
+    assert plan.n_channels >= 2
+    assert plan.bandwidth_bytes_per_s == pytest.approx(100 * GB)
+    assert set(_direct_hops(plan, t).values()) == {1}  # direct links, no arc used twice
+
+
+def test_grid_snake_is_a_hamiltonian_path_of_unit_steps():
+    dims = (3, 4, 2)
+    path = cs_seeds.snake(dims)
+    assert sorted(path) == list(range(24))
+
+    def coords(r: int) -> tuple[int, int, int]:
+        return r % 3, (r // 3) % 4, r // 12
+
+    for a, b in itertools.pairwise(path):
+        assert sorted(abs(x - y) for x, y in zip(coords(a), coords(b), strict=True)) == [0, 0, 1]
 
 
 def test_mesh_subset_uses_the_links_among_its_ranks_only():

@@ -39,7 +39,7 @@ from scaleup.errors import NoRouteError
 from scaleup.tune.channel_dfs import Packer
 from scaleup.tune.channel_graph import CHAIN, PATH, REL_TOL, RING, Load, NodeGraph, merge
 from scaleup.tune.channel_orbits import free_groups
-from scaleup.tune.channel_seeds import seeds
+from scaleup.tune.channel_seeds import grid_seeds, seeds
 
 __all__ = ["PAIR_CUT_MAX_MEMBERS", "SHAPE_BUDGETS", "Shape"]
 
@@ -61,8 +61,11 @@ class Shape:
         *,
         nics: bool = True,
         routed: bool = False,
+        grid: tuple[int, ...] | None = None,
     ) -> None:
         self.graph, self.kind, self.max_channels, self.budget = graph, kind, max_channels, budget
+        #: the grid ``dims`` when member ``i`` is rank ``i`` of a whole torus (its seeds)
+        self.grid = grid
         self.nics = nics and bool(graph.nics) and kind != RING
         #: whether hops between members without a direct link are taken (switched servers:
         #: always; elsewhere only where direct links alone make no channel)
@@ -294,7 +297,11 @@ class Shape:
 
     def _seeded(self, speed: float, target: int) -> list[tuple[int, ...]]:
         """The known decomposition's paths, round after round while they fit."""
-        known = seeds(self.graph, self.kind) if not self.routed else []
+        if self.routed:
+            return []
+        known = seeds(self.graph, self.kind)
+        if not known and self.grid:
+            known = grid_seeds(self.grid, self.graph, self.kind)
         if not known:
             return []
         packer = Packer(self, speed, 0)

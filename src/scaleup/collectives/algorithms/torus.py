@@ -66,9 +66,11 @@ import math
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from scaleup.collectives.algorithms._common import check_int, split
 from scaleup.collectives.build import ScheduleBuilder
-from scaleup.collectives.schedule import Chunk, Schedule
+from scaleup.collectives.schedule import Buffer, OpKind, Schedule
 from scaleup.collectives.spec import CollectiveSpec
 from scaleup.errors import UsageError
 
@@ -178,17 +180,27 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
 class _Ring:
     """The rings along dimension ``d`` (size ``k``, rank stride ``stride``) in direction
     ``sign``: a rank's ring position is its coordinate ``p`` (``+1``) or ``(k - p) mod k``
-    (``-1``), and its next rank is the neighbour ``p + sign``."""
+    (``-1``), and its next rank is the neighbour ``p + sign``. The methods take a rank or an
+    array of them."""
 
     def __init__(self, d: int, k: int, stride: int, sign: int, channel: int) -> None:
         self.d, self.k, self.stride, self.sign, self.channel = d, k, stride, sign, channel
 
-    def position(self, r: int) -> int:
+    def position(self, r: Any) -> Any:
         return (self.sign * ((r // self.stride) % self.k)) % self.k
 
-    def next_rank(self, r: int) -> int:
+    def next_rank(self, r: Any) -> Any:
         p = (r // self.stride) % self.k
         return r + ((p + self.sign) % self.k - p) * self.stride
+
+    def previous_rank(self, r: Any) -> Any:
+        p = (r // self.stride) % self.k
+        return r + ((p - self.sign) % self.k - p) * self.stride
+
+    def members(self, r: np.ndarray) -> np.ndarray:
+        """(len(r), k): the ranks of each one's ring, by coordinate."""
+        base = r - ((r // self.stride) % self.k) * self.stride
+        return base[:, None] + np.arange(self.k)[None, :] * self.stride
 
 
 def _ring_pass(
@@ -285,50 +297,70 @@ def reduce_scatter(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     n, blk = spec.nranks, spec.block_count
     b = ScheduleBuilder(spec, "torus", scratch_count=spec.input_count, params=params,
                         infer_deps=False)  # fmt: skip
+    ranks = np.arange(n)
     for lane in _block_lanes(spec, params):
-        channel, off, size = lane.channel, lane.off, lane.size
-
-        def acc(r: int, j: int, off: int = off, size: int = size) -> Chunk:
-            """Where rank ``r`` accumulates block ``j``'s piece: its output for its own block."""
-            return b.output(r, off, size) if j == r else b.scratch(r, j * blk + off, size)
-
+        off, size = lane.off, lane.size
         if not lane.rings:  # one rank
-            b.copy(b.input(0, off, size), b.output(0, off, size), deps=[], channel=channel,
-                   step=lane.step)  # fmt: skip
+            b.copy(b.input(0, off, size), b.output(0, off, size), deps=[],
+                   channel=lane.channel, step=lane.step)  # fmt: skip
             continue
-        active = [list(range(n)) for _ in range(n)]  # blocks each rank still accumulates
-        writer: dict[tuple[int, int], int] = {}  # (rank, block) -> last op writing its acc
+        active = np.tile(ranks, (n, 1))  # (rank, i): the blocks each rank still accumulates
+        writer = np.full((n, n), -1, dtype=np.int64)  # (rank, block): last op writing its acc
         step = lane.step
         for i, ring in enumerate(lane.rings):
-            k = ring.k
-            groups = [
-                [[j for j in active[r] if ring.position(j) == g] for g in range(k)]  # by owner
-                for r in range(n)
-            ]
-            last_in: dict[tuple[int, int], list[int]] = {}  # (step, rank) -> its receives
+            k, pos, nxt = ring.k, ring.position(ranks), ring.next_rank(ranks)
+            # each rank's blocks by their owner's position on this ring: (rank, group, i)
+            order = np.argsort(ring.position(active), axis=1, kind="stable")
+            groups = np.take_along_axis(active, order, axis=1).reshape(n, k, -1)
+            received = np.full((k - 1, n), -1, dtype=np.int64)  # a receive into each rank
             for t in range(k - 1):
-                for r in range(n):
-                    p, nxt = ring.position(r), ring.next_rank(r)
-                    blocks = groups[r][(p - 1 - t) % k]
-                    if i == 0:  # the receiver starts from its input, copied just in time
-                        before = last_in.get((t - 2, nxt), []) if t >= 2 else []
-                        for j in blocks:
-                            writer[(nxt, j)] = b.copy(
-                                b.input(nxt, j * blk + off, size), acc(nxt, j),
-                                deps=before[-1:], channel=channel, step=step + t,
-                            )  # fmt: skip
-                    got = last_in.setdefault((t, nxt), [])
-                    for j in blocks:
-                        first = i == 0 and t == 0
-                        src = b.input(r, j * blk + off, size) if first else acc(r, j)
-                        deps = [writer[(nxt, j)]] + ([] if first else [writer[(r, j)]])
-                        writer[(nxt, j)] = b.reduce(src, acc(nxt, j), deps=deps,
-                                                    channel=channel, step=step + t)  # fmt: skip
-                        got.append(writer[(nxt, j)])
-            for r in range(n):
-                active[r] = groups[r][ring.position(r)]
+                blocks = groups[ranks, (pos - 1 - t) % k]  # (rank, i): what it sends now
+                to = np.broadcast_to(nxt[:, None], blocks.shape)
+                if i == 0:  # the receiver starts from its input, copied just in time
+                    before = received[t - 2][nxt] if t >= 2 else np.full(n, -1)
+                    writer[to, blocks] = _batch(
+                        b, OpKind.COPY, src_rank=to, src_buffer=Buffer.INPUT,
+                        src_offset=blocks * blk + off, dst_rank=to, **_acc(to, blocks, blk, off),
+                        count=size, deps=np.broadcast_to(before[:, None], blocks.shape),
+                        channel=lane.channel, step=step + t,
+                    )  # fmt: skip
+                first = i == 0 and t == 0
+                src = (
+                    {"src_buffer": Buffer.INPUT, "src_offset": blocks * blk + off}
+                    if first else _acc(ranks[:, None], blocks, blk, off, "src")
+                )  # fmt: skip
+                mine = np.full(blocks.shape, -1) if first else writer[ranks[:, None], blocks]
+                ids = _batch(
+                    b, OpKind.REDUCE, src_rank=np.broadcast_to(ranks[:, None], blocks.shape),
+                    dst_rank=to, **src, **_acc(to, blocks, blk, off), count=size,
+                    deps=np.stack((writer[to, blocks], mine), axis=-1), channel=lane.channel,
+                    step=step + t,
+                )  # fmt: skip
+                writer[to, blocks] = ids
+                received[t, nxt] = ids[:, -1]
+            active = groups[ranks, pos]
             step += k - 1
     return b.build()
+
+
+def _batch(b: ScheduleBuilder, kind: OpKind, **columns: Any) -> np.ndarray:
+    """``b.add_batch`` of ops given as equal-shaped arrays (or scalars); ids in that shape."""
+    shape = np.shape(columns["src_rank"])
+    flat = {k: np.ravel(np.broadcast_to(v, shape)) if np.ndim(v) else v
+            for k, v in columns.items() if k != "deps"}  # fmt: skip
+    deps = np.asarray(columns.get("deps", np.full(shape, -1)))
+    deps = deps.reshape(math.prod(shape), -1)
+    return b.add_batch(kind, deps=deps, **flat).reshape(shape)
+
+
+def _acc(rank: np.ndarray, block: np.ndarray, blk: int, off: int, side: str = "dst") -> dict:
+    """Where ``rank`` accumulates ``block``'s piece (scratch; its output for its own block),
+    as ``add_batch``'s buffer and offset columns of ``side``."""
+    own = rank == block
+    return {
+        f"{side}_buffer": np.where(own, int(Buffer.OUTPUT), int(Buffer.SCRATCH)),
+        f"{side}_offset": np.where(own, off, block * blk + off),
+    }
 
 
 def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
@@ -336,45 +368,34 @@ def all_gather(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
     every rank's input, block ``j`` from rank ``j``."""
     n, blk = spec.nranks, spec.block_count
     b = ScheduleBuilder(spec, "torus", params=params, infer_deps=False)
-    for r in range(n if blk else 0):  # each rank's own block, once (as the ring's owners do)
-        b.copy(b.input(r, 0, blk), b.output(r, r * blk, blk), deps=[])
+    ranks = np.arange(n)
+    if blk:  # each rank's own block, once (as the ring's owners do)
+        _batch(b, OpKind.COPY, src_rank=ranks, src_buffer=Buffer.INPUT, src_offset=0,
+               dst_rank=ranks, dst_buffer=Buffer.OUTPUT, dst_offset=ranks * blk,
+               count=blk)  # fmt: skip
     for lane in _block_lanes(spec, params):
         off, size = lane.off, lane.size
-        held = [[r] for r in range(n)]  # blocks each rank holds, in its output
-        writer: dict[tuple[int, int], int] = {}  # (rank, block) -> the op that delivered it
+        held = ranks[:, None]  # (rank, i): the blocks each rank holds, in its output
+        writer = np.full((n, n), -1, dtype=np.int64)  # (rank, block): the op that delivered it
         step = lane.step
         for ring in reversed(lane.rings):
-            origin = held  # the group each rank brings to this ring
-            for t in range(ring.k - 1):
-                for r in range(n):
-                    # the group that started t positions back reaches r's successor now
-                    src_rank = r
-                    for _ in range(t):
-                        src_rank = _previous(ring, src_rank)
-                    nxt = ring.next_rank(r)
-                    for j in origin[src_rank]:
-                        own = j == r
-                        src = b.input(r, off, size) if own else b.output(r, j * blk + off, size)
-                        writer[(nxt, j)] = b.copy(
-                            src, b.output(nxt, j * blk + off, size),
-                            deps=[] if own else [writer[(r, j)]], channel=lane.channel,
-                            step=step + t,
-                        )  # fmt: skip
-            held = [[j for q in _members(ring, r) for j in origin[q]] for r in range(n)]
+            nxt, origin = ring.next_rank(ranks), ranks
+            for t in range(ring.k - 1):  # the group that started t positions back moves on
+                blocks = held[origin]  # (rank, i)
+                frm = np.broadcast_to(ranks[:, None], blocks.shape)
+                own = blocks == frm
+                writer[nxt[:, None], blocks] = _batch(
+                    b, OpKind.COPY, src_rank=frm,
+                    src_buffer=np.where(own, int(Buffer.INPUT), int(Buffer.OUTPUT)),
+                    src_offset=np.where(own, off, blocks * blk + off),
+                    dst_rank=np.broadcast_to(nxt[:, None], blocks.shape),
+                    dst_buffer=Buffer.OUTPUT, dst_offset=blocks * blk + off, count=size,
+                    deps=writer[frm, blocks], channel=lane.channel, step=step + t,
+                )  # fmt: skip
+                origin = ring.previous_rank(origin)
+            held = held[ring.members(ranks)].reshape(n, -1)
             step += ring.k - 1
     return b.build()
-
-
-def _previous(ring: _Ring, r: int) -> int:
-    """The rank before ``r`` on its ring along ``ring``'s dimension."""
-    p = (r // ring.stride) % ring.k
-    return r + ((p - ring.sign) % ring.k - p) * ring.stride
-
-
-def _members(ring: _Ring, r: int) -> list[int]:
-    """The ranks of ``r``'s ring along ``ring``'s dimension, by coordinate."""
-    base = r - ((r // ring.stride) % ring.k) * ring.stride
-    return [base + c * ring.stride for c in range(ring.k)]
 
 
 BUILDERS = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
