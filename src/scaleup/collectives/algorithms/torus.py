@@ -144,37 +144,124 @@ def lane_plan(
 
 
 def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
-    """The per-dimension ring all_reduce of ``spec`` (module docstring)."""
-    n, dims = spec.nranks, tuple(params["dims"])
-    channels, chunks = params["channels"], params["chunks"]
-    rotate, bidirectional = params.get("rotate", True), params.get("bidirectional", True)
-    b = ScheduleBuilder(spec, "torus", params=params)
-    lanes = channels * chunks
+    """The per-dimension ring all_reduce of ``spec`` (module docstring). Built as numpy
+    batches, one per ring step, with every dependency stated (a 512-chip torus has millions
+    of ops)."""
+    n, dims, channels = spec.nranks, tuple(params["dims"]), params["channels"]
+    b = ScheduleBuilder(spec, "torus", params=params, infer_deps=False)
+    lanes = channels * params["chunks"]
     reg_off, reg_size = split(spec.count, lanes)
     strides = [math.prod(dims[:d]) for d in range(len(dims))]
+    ranks = np.arange(n)
     for lane in range(lanes):
         channel, chunk = lane % channels, lane // channels
         off, size = int(reg_off[lane]), int(reg_size[lane])
         if size == 0:
             continue
-        order, sign = lane_plan(dims, lane, rotate=rotate, bidirectional=bidirectional)
+        order, sign = lane_plan(dims, lane, rotate=params.get("rotate", True),
+                                bidirectional=params.get("bidirectional", True))  # fmt: skip
         if not order:  # one rank
-            for r in range(n):
-                b.copy(b.input(r, off, size), b.output(r, off, size), channel=channel, step=chunk)
-        region = [(off, size)] * n  # each rank's active region
-        history: list[list[tuple[int, int]]] = []
+            b.copy(b.input(0, off, size), b.output(0, off, size), deps=[], channel=channel,
+                   step=chunk)  # fmt: skip
+            continue
+        rings = [_Ring(d, dims[d], strides[d], sign, channel) for d in order]
+        region = (np.full(n, off), np.full(n, size))  # each rank's active region
+        region_writers = np.full((n, 1), -1, dtype=np.int64)  # the ops that wrote it
+        history = []
         step = chunk + 1
-        for i, d in enumerate(order):  # reduce-scatter along the lane's order
-            history.append(region)
-            ring = _Ring(d, dims[d], strides[d], sign, channel)
-            region = _ring_pass(b, region, ring, step, reduce=True, first=i == 0)
-            step += dims[d] - 1
-        for i in reversed(range(len(order))):  # all-gather in the reverse order
-            d = order[i]
-            _ring_pass(b, history[i], _Ring(d, dims[d], strides[d], sign, channel), step,
-                       reduce=False)  # fmt: skip
-            step += dims[d] - 1
+        for i, ring in enumerate(rings):  # reduce-scatter along the lane's order
+            cut = _cut(*region, ring.k)
+            writers = _region_pass(b, cut, region_writers, ring, step, reduce=True,
+                                   first=i == 0)  # fmt: skip
+            history.append((cut, region_writers, writers))
+            own = (ring.position(ranks) + 1) % ring.k  # the block each rank keeps
+            region = (cut[0][ranks, own], cut[1][ranks, own])
+            region_writers = writers[ranks, own][:, None]
+            step += ring.k - 1
+        for ring, (cut, _, rs_writers) in zip(rings[::-1], history[::-1], strict=True):
+            writers = _region_pass(b, cut, region_writers, ring, step, reduce=False,
+                                   overwritten=rs_writers)  # fmt: skip
+            # the whole region now: every block's delivery, and the block it kept
+            region_writers = np.concatenate((writers, region_writers), axis=1)
+            step += ring.k - 1
     return b.build()
+
+
+def _cut(offset: np.ndarray, size: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each rank's region cut into ``k`` near-equal blocks, as :func:`split` cuts one:
+    (rank, block) offsets and sizes."""
+    j = np.arange(k)[None, :]
+    q, rem = np.divmod(size, k)
+    sizes = q[:, None] + (j < rem[:, None])
+    return offset[:, None] + j * q[:, None] + np.minimum(j, rem[:, None]), sizes
+
+
+def _region_pass(
+    b: ScheduleBuilder,
+    cut: tuple[np.ndarray, np.ndarray],
+    region_writers: np.ndarray,
+    ring: _Ring,
+    step: int,
+    *,
+    reduce: bool,
+    first: bool = False,
+    overwritten: np.ndarray | None = None,
+) -> np.ndarray:
+    """One ring along ``ring``'s dimension over every rank's region (cut into ``ring.k``
+    blocks): the all_reduce's reduce-scatter (``reduce``) or all-gather of them. Returns the
+    (rank, block) op that last wrote each block.
+
+    ``region_writers`` (rank, i): the ops that wrote a rank's region before this pass (-1:
+    none). ``first`` (the lane's first reduce-scatter): step 0 sends from the input, and each
+    block a rank receives is initialised with its input just in time, as the ring's: the copy
+    for step ``t`` waits for the rank's receive of step ``t - 2`` (step 1's for its copy of
+    step 0), so it overlaps step ``t - 1``. ``overwritten`` (all-gather): the reduce-scatter's
+    last writers of the blocks it overwrites, which its copies order after."""
+    offsets, sizes = cut
+    n, k = sizes.shape
+    ranks = np.arange(n)
+    pos, nxt = ring.position(ranks), ring.next_rank(ranks)
+    writers = np.full((n, k), -1, dtype=np.int64)
+    before = np.full(n, -1, dtype=np.int64)  # a rank's receive two steps back (or copy)
+    received: list[np.ndarray] = []
+    for t in range(k - 1):
+        if first:  # the receivers' input copies, just in time
+            j = (pos - 1 - t) % k
+            live = sizes[ranks, j] > 0
+            at = offsets[ranks, j][live]
+            ids = _batch(
+                b, OpKind.COPY, src_rank=ranks[live], src_buffer=Buffer.INPUT, src_offset=at,
+                dst_rank=ranks[live], dst_buffer=Buffer.OUTPUT, dst_offset=at,
+                count=sizes[ranks, j][live], deps=before[live][:, None], channel=ring.channel,
+                step=step + t,
+            )  # fmt: skip
+            writers[ranks[live], j[live]] = ids
+            if t == 0:
+                before = np.where(live, writers[ranks, j], -1)
+        j = (pos - t) % k if reduce else (pos + 1 - t) % k  # the block each rank sends
+        live = sizes[ranks, j] > 0
+        src, dst, jl = ranks[live], nxt[live], j[live]
+        at, count = offsets[src, jl], sizes[src, jl]
+        # step 0 sends a rank's own block: its region as it stood before this pass
+        src_deps = region_writers[src] if t == 0 else writers[src, jl][:, None]
+        deps = [src_deps, writers[dst, jl][:, None]]  # (the receiver's input copy, if any)
+        if reduce and not first:
+            deps.append(region_writers[dst])  # the receiver's partial sum of this region
+        if overwritten is not None:
+            deps.append(overwritten[dst, jl][:, None])
+        ids = _batch(
+            b, OpKind.REDUCE if reduce else OpKind.COPY, src_rank=src,
+            src_buffer=Buffer.INPUT if first and t == 0 else Buffer.OUTPUT, src_offset=at,
+            dst_rank=dst, dst_buffer=Buffer.OUTPUT, dst_offset=at, count=count,
+            deps=np.concatenate(deps, axis=1), channel=ring.channel, step=step + t,
+        )  # fmt: skip
+        writers[dst, jl] = ids
+        full = np.full(n, -1, dtype=np.int64)
+        full[dst] = ids
+        received.append(full)
+        if first and t >= 1:
+            before = received[t - 1]
+    return writers
 
 
 class _Ring:
@@ -201,67 +288,6 @@ class _Ring:
         """(len(r), k): the ranks of each one's ring, by coordinate."""
         base = r - ((r // self.stride) % self.k) * self.stride
         return base[:, None] + np.arange(self.k)[None, :] * self.stride
-
-
-def _ring_pass(
-    b: ScheduleBuilder,
-    region: list[tuple[int, int]],
-    ring: _Ring,
-    step: int,
-    *,
-    reduce: bool,
-    first: bool = False,
-) -> list[tuple[int, int]]:
-    """One ring along ``ring``'s dimension over every rank's ``region``: reduce-scatter
-    (``reduce``) or all-gather of its ``k`` blocks. Returns each rank's owned block (its region
-    for the next dimension of a reduce-scatter).
-
-    ``first`` (the lane's first reduce-scatter, over its whole piece): step 0 sends from the
-    input, and each block a rank receives is initialised with its input just in time, as the
-    ring's (:func:`~scaleup.collectives.algorithms._common.reduce_chains`): the copy for step
-    ``t`` waits for the rank's receive of step ``t - 2`` (step 1's for its copy of step 0), so it
-    overlaps step ``t - 1``. A rank's own block (``p``) is sent at step 0 and rebuilt by the
-    all-gather, so it is never copied."""
-    n, k = len(region), ring.k
-    cuts = [split(region[r][1], k) for r in range(n)]
-    owned: list[tuple[int, int]] = []
-    for r in range(n):
-        offsets, sizes = cuts[r]
-        j = (ring.position(r) + 1) % k
-        owned.append((region[r][0] + int(offsets[j]), int(sizes[j])))
-    received: dict[tuple[int, int], int] = {}  # (step, rank) -> the reduce into rank, or copy
-    for t in range(k - 1):
-        if first:
-            for r in range(n):
-                offsets, sizes = cuts[r]
-                j, count = (
-                    (ring.position(r) - 1 - t) % k,
-                    int(sizes[(ring.position(r) - 1 - t) % k]),
-                )
-                if count == 0:
-                    continue
-                at = region[r][0] + int(offsets[j])
-                before = received.get((t - 2, r)) if t >= 2 else received.get((-1, r))
-                op = b.copy(b.input(r, at, count), b.output(r, at, count), channel=ring.channel,
-                            step=step + t, deps=[] if before is None else [before])  # fmt: skip
-                if t == 0:
-                    received[(-1, r)] = op
-        for r in range(n):
-            p = ring.position(r)
-            offsets, sizes = cuts[r]
-            j = (p - t) % k if reduce else (p + 1 - t) % k
-            count = int(sizes[j])
-            if count == 0:
-                continue
-            at = region[r][0] + int(offsets[j])
-            nxt = ring.next_rank(r)
-            src = (b.input if first and t == 0 else b.output)(r, at, count)
-            dst = b.output(nxt, at, count)
-            if reduce:
-                received[(t, nxt)] = b.reduce(src, dst, channel=ring.channel, step=step + t)
-            else:
-                b.copy(src, dst, channel=ring.channel, step=step + t)
-    return owned
 
 
 class _BlockLane(NamedTuple):
