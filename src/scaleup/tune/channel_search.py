@@ -326,9 +326,9 @@ def _search(
             graphs[key] = _graph(topology, srv, incident)
     grid = _grid(topology, ranks) if len(servers) == 1 else None
     for routed in (False, True):  # hops without a direct link only where direct links fail
-        nics = len(servers) > 1
+        across = len(servers) > 1
         shapes = {
-            k: Shape(g, path_kind, max_channels, budget, nics=nics, routed=routed, grid=grid)
+            k: Shape(g, path_kind, max_channels, budget, nics=across, routed=routed, grid=grid)
             for k, g in graphs.items()
         }
         unique = list(shapes.values())
