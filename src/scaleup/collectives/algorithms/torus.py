@@ -173,12 +173,12 @@ def all_reduce(spec: CollectiveSpec, params: dict[str, Any]) -> Schedule:
             cut = _cut(*region, ring.k)
             writers = _region_pass(b, cut, region_writers, ring, step, reduce=True,
                                    first=i == 0)  # fmt: skip
-            history.append((cut, region_writers, writers))
+            history.append((cut, writers))
             own = (ring.position(ranks) + 1) % ring.k  # the block each rank keeps
             region = (cut[0][ranks, own], cut[1][ranks, own])
             region_writers = writers[ranks, own][:, None]
             step += ring.k - 1
-        for ring, (cut, _, rs_writers) in zip(rings[::-1], history[::-1], strict=True):
+        for ring, (cut, rs_writers) in zip(rings[::-1], history[::-1], strict=True):
             writers = _region_pass(b, cut, region_writers, ring, step, reduce=False,
                                    overwritten=rs_writers)  # fmt: skip
             # the whole region now: every block's delivery, and the block it kept
