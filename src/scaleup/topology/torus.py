@@ -32,7 +32,10 @@ from scaleup import hardware, limits
 from scaleup.errors import UsageError
 from scaleup.topology.model import Device, Link, NodeKind, Topology
 
-__all__ = ["TorusTopology", "dor_route", "parse_shape", "torus", "torus_coords", "torus_rank"]
+__all__ = [
+    "TorusTopology", "dor_route", "parse_shape", "torus", "torus_coords", "torus_group",
+    "torus_rank",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,3 +238,22 @@ def _per_dim(key: str, value: object, n_dims: int, kind: type) -> list[Any]:
         f"{key} must be one {kind.__name__} or {n_dims} of them (one per dimension), got {value!r}",
         source=key,
     )
+
+
+def torus_group(topology: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...] | None:
+    """The grid ``dims`` of a :class:`~scaleup.topology.torus.TorusTopology` when the group is
+    the whole torus in rank order (``ranks`` None or ``0..n-1``), else None: only then is rank
+    ``x + k0 * (y + ...)`` the chip at ``(x, y, ...)``, as the torus algorithm lays ranks out.
+
+    >>> from scaleup.topology import resolve_topology
+    >>> torus_group(resolve_topology("trn2-16")), torus_group(resolve_topology("trn2-16"), [0, 1])
+    ((4, 4), None)
+    >>> torus_group(resolve_topology("dgx-h100")) is None
+    True
+    """
+    if not isinstance(topology, TorusTopology) or not topology.dims:
+        return None
+    n = len(topology.accelerators)
+    if ranks is not None and tuple(int(r) for r in ranks) != tuple(range(n)):
+        return None
+    return tuple(topology.dims)

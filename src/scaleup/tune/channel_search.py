@@ -44,7 +44,7 @@ from scaleup import hardware
 from scaleup.errors import NoRouteError, UsageError
 from scaleup.topology.model import Channel as Arc
 from scaleup.topology.model import NodeKind, Topology
-from scaleup.topology.torus import TorusTopology
+from scaleup.topology.torus import torus_group
 from scaleup.tune.channel_graph import CHAIN, PATH, REL_TOL, RING, NodeGraph, is_network
 from scaleup.tune.channel_orbits import orbit_paths
 from scaleup.tune.channel_pack import Shape
@@ -324,7 +324,7 @@ def _search(
     for key, srv in zip(keys, servers, strict=True):
         if key not in graphs:
             graphs[key] = _graph(topology, srv, incident)
-    grid = _grid(topology, ranks) if len(servers) == 1 else None
+    grid = torus_group(topology, ranks) if len(servers) == 1 else None
     for routed in (False, True):  # hops without a direct link only where direct links fail
         across = len(servers) > 1
         shapes = {
@@ -360,14 +360,6 @@ def _search(
             segments.append(Segment(srv.node, tuple(srv.comm[i] for i in local), *nics))
         channels.append(Channel(c, tuple(segments), bw))
     return ChannelPlan(kind, ranks, tuple(channels), bound, node_trees)
-
-
-def _grid(topology: Topology, ranks: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The ``dims`` of a :class:`~scaleup.topology.torus.TorusTopology` whose every rank, in
-    rank order, is in the group (so member ``i`` is the chip at grid position ``i``)."""
-    if not isinstance(topology, TorusTopology) or not topology.dims:
-        return None
-    return tuple(topology.dims) if ranks == tuple(range(len(topology.accelerators))) else None
 
 
 def _symmetric(shape: Shape, paths: list[tuple[int, ...]]) -> list[tuple[int, ...]]:

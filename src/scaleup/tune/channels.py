@@ -39,7 +39,7 @@ from scaleup.errors import NoRouteError
 from scaleup.sim.protocols import LIBRARIES
 from scaleup.topology import analysis
 from scaleup.topology.model import Topology
-from scaleup.topology.torus import TorusTopology
+from scaleup.topology.torus import torus_group
 from scaleup.tune.channel_plan import ChannelPlan
 from scaleup.tune.channel_search import (
     NCCL_MAX_NVLS_ARITY,
@@ -83,25 +83,6 @@ def channel_counts(
     counts = {1 << i for i in range(top.bit_length()) if 1 << i <= top}
     counts |= {c for c in (n, 2 * n) if c <= MAX_CHANNELS}
     return tuple(sorted(counts))
-
-
-def torus_group(topology: Topology, ranks: Sequence[int] | None = None) -> tuple[int, ...] | None:
-    """The grid ``dims`` of a :class:`~scaleup.topology.torus.TorusTopology` when the group is
-    the whole torus in rank order (``ranks`` None or ``0..n-1``), else None: only then is rank
-    ``x + k0 * (y + ...)`` the chip at ``(x, y, ...)``, as the torus algorithm lays ranks out.
-
-    >>> from scaleup.topology import resolve_topology
-    >>> torus_group(resolve_topology("trn2-16")), torus_group(resolve_topology("trn2-16"), [0, 1])
-    ((4, 4), None)
-    >>> torus_group(resolve_topology("dgx-h100")) is None
-    True
-    """
-    if not isinstance(topology, TorusTopology) or not topology.dims:
-        return None
-    n = len(topology.accelerators)
-    if ranks is not None and tuple(int(r) for r in ranks) != tuple(range(n)):
-        return None
-    return tuple(topology.dims)
 
 
 def torus_channel_counts(dims: Sequence[int], counts: Sequence[int]) -> tuple[int, ...]:
